@@ -1,0 +1,340 @@
+//! Turns raw tracepoint records into [`Event`]s using the field layout of each event's
+//! own format description, so a kernel that moves or retypes a field (comm became a
+//! `__data_loc` string in v6.16) is read correctly without code changes.
+
+use super::event::{Comm, EventKind, EventType, Wake};
+use super::format::{EventFormat, Field, Placement};
+
+/// Where one field lives in a record, resolved once per event type.
+#[derive(Debug, Clone, Copy)]
+struct Loc {
+    offset: usize,
+    size: usize,
+    signed: bool,
+    placement: Placement,
+}
+
+impl Loc {
+    fn of(f: &Field) -> Loc {
+        Loc {
+            offset: f.offset,
+            size: f.size,
+            signed: f.signed,
+            placement: f.placement,
+        }
+    }
+}
+
+/// The resolved fields of one known event type.
+#[derive(Debug, Clone)]
+enum Layout {
+    Switch {
+        prev_comm: Loc,
+        prev_pid: Loc,
+        prev_prio: Loc,
+        prev_state: Loc,
+        next_comm: Loc,
+        next_pid: Loc,
+        next_prio: Loc,
+    },
+    Wake(EventType, [Loc; 4]),
+    Migrate([Loc; 5]),
+    Fork([Loc; 4]),
+    Exit([Loc; 3], Option<Loc>),
+    IrqEntry(Loc, Loc),
+    IrqExit(Loc, Loc),
+    Softirq(EventType, Loc),
+}
+
+/// What a record turned out to be.
+#[derive(Debug)]
+pub enum Decoded {
+    Known { common_pid: i32, kind: EventKind },
+    /// An event type this model does not use; counted by name and skipped.
+    Unknown { id: u16 },
+}
+
+/// Why a record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+/// Decodes records of one trace, keyed by the `common_type` id each record starts with.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    big_endian: bool,
+    common_type: Loc,
+    common_pid: Loc,
+    layouts: Vec<Option<Layout>>,
+    names: Vec<Option<String>>,
+    /// Known event types whose format lacked a field the model needs.
+    pub unusable: Vec<(String, String)>,
+}
+
+fn find(fmt: &EventFormat, name: &str) -> Result<Loc, String> {
+    fmt.field(name)
+        .map(Loc::of)
+        .ok_or_else(|| format!("{}:{} has no field `{name}`", fmt.system, fmt.name))
+}
+
+fn layout_for(fmt: &EventFormat, t: EventType) -> Result<Layout, String> {
+    let f = |n| find(fmt, n);
+    Ok(match t {
+        EventType::SchedSwitch => Layout::Switch {
+            prev_comm: f("prev_comm")?,
+            prev_pid: f("prev_pid")?,
+            prev_prio: f("prev_prio")?,
+            prev_state: f("prev_state")?,
+            next_comm: f("next_comm")?,
+            next_pid: f("next_pid")?,
+            next_prio: f("next_prio")?,
+        },
+        EventType::SchedWaking | EventType::SchedWakeup | EventType::SchedWakeupNew => {
+            Layout::Wake(t, [f("comm")?, f("pid")?, f("prio")?, f("target_cpu")?])
+        }
+        EventType::SchedMigrateTask => Layout::Migrate([
+            f("comm")?,
+            f("pid")?,
+            f("prio")?,
+            f("orig_cpu")?,
+            f("dest_cpu")?,
+        ]),
+        EventType::SchedProcessFork => Layout::Fork([
+            f("parent_comm")?,
+            f("parent_pid")?,
+            f("child_comm")?,
+            f("child_pid")?,
+        ]),
+        EventType::SchedProcessExit => Layout::Exit(
+            [f("comm")?, f("pid")?, f("prio")?],
+            fmt.field("group_dead").map(Loc::of),
+        ),
+        EventType::IrqHandlerEntry => Layout::IrqEntry(f("irq")?, f("name")?),
+        EventType::IrqHandlerExit => Layout::IrqExit(f("irq")?, f("ret")?),
+        EventType::SoftirqEntry | EventType::SoftirqExit => Layout::Softirq(t, f("vec")?),
+    })
+}
+
+impl Decoder {
+    /// Builds a decoder from every format the trace carries. Events outside the model
+    /// are kept by name only, so they can be counted.
+    pub fn new(formats: &[EventFormat], big_endian: bool) -> Decoder {
+        let max_id = formats.iter().map(|f| f.id as usize).max().unwrap_or(0);
+        let mut layouts = vec![None; max_id + 1];
+        let mut names = vec![None; max_id + 1];
+        let mut unusable = Vec::new();
+        let mut common_type = Loc {
+            offset: 0,
+            size: 2,
+            signed: false,
+            placement: Placement::Inline,
+        };
+        let mut common_pid = Loc {
+            offset: 4,
+            size: 4,
+            signed: true,
+            placement: Placement::Inline,
+        };
+        for fmt in formats {
+            names[fmt.id as usize] = Some(format!("{}:{}", fmt.system, fmt.name));
+            if let Some(f) = fmt.field("common_type") {
+                common_type = Loc::of(f);
+            }
+            if let Some(f) = fmt.field("common_pid") {
+                common_pid = Loc::of(f);
+            }
+            let Some(t) = EventType::from_name(&fmt.name).filter(|t| t.system() == fmt.system)
+            else {
+                continue;
+            };
+            match layout_for(fmt, t) {
+                Ok(l) => layouts[fmt.id as usize] = Some(l),
+                Err(why) => unusable.push((fmt.name.clone(), why)),
+            }
+        }
+        Decoder {
+            big_endian,
+            common_type,
+            common_pid,
+            layouts,
+            names,
+            unusable,
+        }
+    }
+
+    /// `system:name` of an event id, as listed in the trace's formats.
+    pub fn name_of(&self, id: u16) -> Option<&str> {
+        self.names.get(id as usize).and_then(|n| n.as_deref())
+    }
+
+    /// Whether the trace's formats describe this event type at all.
+    pub fn knows(&self, t: EventType) -> bool {
+        self.layouts.iter().flatten().any(|l| match l {
+            Layout::Switch { .. } => t == EventType::SchedSwitch,
+            Layout::Wake(w, _) | Layout::Softirq(w, _) => *w == t,
+            Layout::Migrate(_) => t == EventType::SchedMigrateTask,
+            Layout::Fork(_) => t == EventType::SchedProcessFork,
+            Layout::Exit(..) => t == EventType::SchedProcessExit,
+            Layout::IrqEntry(..) => t == EventType::IrqHandlerEntry,
+            Layout::IrqExit(..) => t == EventType::IrqHandlerExit,
+        })
+    }
+
+    pub fn event_id(&self, data: &[u8]) -> Result<u16, DecodeError> {
+        Ok(self.int(data, self.common_type)? as u16)
+    }
+
+    fn int(&self, data: &[u8], loc: Loc) -> Result<i64, DecodeError> {
+        let bytes = data.get(loc.offset..loc.offset + loc.size).ok_or_else(|| {
+            DecodeError(format!(
+                "record of {} bytes too short for a field at {}+{}",
+                data.len(),
+                loc.offset,
+                loc.size
+            ))
+        })?;
+        let mut buf = [0u8; 8];
+        let raw = match (bytes.len(), self.big_endian) {
+            (1, _) => bytes[0] as u64,
+            (2 | 4 | 8, false) => {
+                buf[..bytes.len()].copy_from_slice(bytes);
+                u64::from_le_bytes(buf)
+            }
+            (2 | 4 | 8, true) => {
+                buf[8 - bytes.len()..].copy_from_slice(bytes);
+                u64::from_be_bytes(buf)
+            }
+            (n, _) => return Err(DecodeError(format!("integer field of {n} bytes"))),
+        };
+        let bits = loc.size * 8;
+        Ok(if loc.signed && bits < 64 {
+            // Sign-extend from the field's own width.
+            ((raw << (64 - bits)) as i64) >> (64 - bits)
+        } else {
+            raw as i64
+        })
+    }
+
+    fn bytes<'a>(&self, data: &'a [u8], loc: Loc) -> Result<&'a [u8], DecodeError> {
+        let range = match loc.placement {
+            Placement::Inline => loc.offset..loc.offset + loc.size,
+            Placement::DataLoc | Placement::RelLoc => {
+                let v = self.int(
+                    data,
+                    Loc {
+                        size: 4,
+                        signed: false,
+                        ..loc
+                    },
+                )? as u32;
+                let mut start = (v & 0xffff) as usize;
+                if loc.placement == Placement::RelLoc {
+                    start += loc.offset + 4;
+                }
+                start..start + (v >> 16) as usize
+            }
+        };
+        data.get(range.clone()).ok_or_else(|| {
+            DecodeError(format!(
+                "string at {}..{} outside a record of {} bytes",
+                range.start,
+                range.end,
+                data.len()
+            ))
+        })
+    }
+
+    fn comm(&self, data: &[u8], loc: Loc) -> Result<Comm, DecodeError> {
+        Ok(Comm::from_bytes(self.bytes(data, loc)?))
+    }
+
+    fn i32(&self, data: &[u8], loc: Loc) -> Result<i32, DecodeError> {
+        Ok(self.int(data, loc)? as i32)
+    }
+
+    /// Decodes one record (starting with its common fields).
+    pub fn decode(&self, data: &[u8]) -> Result<Decoded, DecodeError> {
+        let id = self.event_id(data)?;
+        let Some(Some(layout)) = self.layouts.get(id as usize) else {
+            return Ok(Decoded::Unknown { id });
+        };
+        let common_pid = self.i32(data, self.common_pid)?;
+        let wake = |l: &[Loc; 4]| -> Result<Wake, DecodeError> {
+            Ok(Wake {
+                comm: self.comm(data, l[0])?,
+                pid: self.i32(data, l[1])?,
+                prio: self.i32(data, l[2])?,
+                target_cpu: self.i32(data, l[3])?,
+            })
+        };
+        let kind = match layout {
+            Layout::Switch {
+                prev_comm,
+                prev_pid,
+                prev_prio,
+                prev_state,
+                next_comm,
+                next_pid,
+                next_prio,
+            } => EventKind::Switch {
+                prev_comm: self.comm(data, *prev_comm)?,
+                prev_pid: self.i32(data, *prev_pid)?,
+                prev_prio: self.i32(data, *prev_prio)?,
+                prev_state: self.int(data, *prev_state)?,
+                next_comm: self.comm(data, *next_comm)?,
+                next_pid: self.i32(data, *next_pid)?,
+                next_prio: self.i32(data, *next_prio)?,
+            },
+            Layout::Wake(t, l) => {
+                let w = wake(l)?;
+                match t {
+                    EventType::SchedWaking => EventKind::Waking(w),
+                    EventType::SchedWakeup => EventKind::Wakeup(w),
+                    _ => EventKind::WakeupNew(w),
+                }
+            }
+            Layout::Migrate(l) => EventKind::Migrate {
+                comm: self.comm(data, l[0])?,
+                pid: self.i32(data, l[1])?,
+                prio: self.i32(data, l[2])?,
+                orig_cpu: self.i32(data, l[3])?,
+                dest_cpu: self.i32(data, l[4])?,
+            },
+            Layout::Fork(l) => EventKind::Fork {
+                parent_comm: self.comm(data, l[0])?,
+                parent_pid: self.i32(data, l[1])?,
+                child_comm: self.comm(data, l[2])?,
+                child_pid: self.i32(data, l[3])?,
+            },
+            Layout::Exit(l, group_dead) => EventKind::Exit {
+                comm: self.comm(data, l[0])?,
+                pid: self.i32(data, l[1])?,
+                prio: self.i32(data, l[2])?,
+                group_dead: match group_dead {
+                    Some(g) => Some(self.int(data, *g)? != 0),
+                    None => None,
+                },
+            },
+            Layout::IrqEntry(irq, name) => {
+                let raw = self.bytes(data, *name)?;
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                EventKind::IrqEntry {
+                    irq: self.i32(data, *irq)?,
+                    name: String::from_utf8_lossy(&raw[..end]).into(),
+                }
+            }
+            Layout::IrqExit(irq, ret) => EventKind::IrqExit {
+                irq: self.i32(data, *irq)?,
+                ret: self.i32(data, *ret)?,
+            },
+            Layout::Softirq(t, vec) => {
+                let vec = self.int(data, *vec)? as u32;
+                if *t == EventType::SoftirqEntry {
+                    EventKind::SoftirqEntry { vec }
+                } else {
+                    EventKind::SoftirqExit { vec }
+                }
+            }
+        };
+        Ok(Decoded::Known { common_pid, kind })
+    }
+}
