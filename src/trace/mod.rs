@@ -7,9 +7,58 @@ pub mod error;
 pub mod event;
 pub mod format;
 pub mod page;
+pub mod perfdata;
 pub mod stream;
+pub mod text;
 pub mod tracedat;
 
 pub use error::{Position, Result, TraceError};
 pub use event::{Comm, Event, EventKind, EventType, Wake};
 pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
+
+use std::io::Read;
+use std::path::Path;
+
+/// Opens any supported input by looking at its first bytes: a bundle directory,
+/// trace.dat, perf.data, or one of the text forms.
+pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bundle::BundleError> {
+    if crate::bundle::is_bundle(path) {
+        return Ok(Box::new(crate::bundle::Bundle::open(path)?));
+    }
+    if path.is_dir() {
+        return Err(TraceError::Unsupported {
+            path: path.into(),
+            what: "a directory without meta.json is not a bundle".into(),
+        }
+        .into());
+    }
+    let mut head = [0u8; 10];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| TraceError::io(path, e))?;
+    let head = &head[..n];
+    if n == 0 {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(0),
+            "empty file, expected trace.dat, perf.data or trace text",
+        )
+        .into());
+    }
+    if tracedat::MAGIC.starts_with(head) || head.starts_with(&tracedat::MAGIC[..3]) {
+        return Ok(Box::new(tracedat::TraceDat::open(path)?));
+    }
+    if perfdata::PERF_MAGIC.starts_with(&head[..n.min(8)]) {
+        return Ok(Box::new(perfdata::PerfData::open(path)?));
+    }
+    if head.iter().all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+        return Ok(Box::new(text::TextTrace::open(path)?));
+    }
+    Err(TraceError::malformed(
+        path,
+        Position::Offset(0),
+        "unrecognised format: expected the trace.dat magic \\x17\\x08Dtracing, the perf.data \
+         magic PERFILE2, or trace text",
+    )
+    .into())
+}

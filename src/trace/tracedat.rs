@@ -106,7 +106,8 @@ struct Metadata {
     info: SourceInfo,
 }
 
-fn parse_header_info<R: Reader>(r: &mut R) -> Result<PageLayout> {
+/// Shared with perf.data, whose TRACING_DATA section has the v6 header layout.
+pub(super) fn parse_header_info<R: Reader>(r: &mut R) -> Result<PageLayout> {
     if r.take(12, "\"header_page\\0\"")? != b"header_page\0" {
         return Err(r.error("expected the string \"header_page\""));
     }
@@ -120,7 +121,8 @@ fn parse_header_info<R: Reader>(r: &mut R) -> Result<PageLayout> {
     Ok(layout)
 }
 
-fn parse_format_list<R: Reader>(r: &mut R, system: &str, out: &mut Vec<EventFormat>) -> Result<()> {
+/// Shared with perf.data, whose TRACING_DATA section has the v6 header layout.
+pub(super) fn parse_format_list<R: Reader>(r: &mut R, system: &str, out: &mut Vec<EventFormat>) -> Result<()> {
     let n = r.u32(&format!("number of {system} event formats"))?;
     for i in 0..n {
         let text = r.sized(8, &format!("{system} event format #{i}"))?;
@@ -131,7 +133,8 @@ fn parse_format_list<R: Reader>(r: &mut R, system: &str, out: &mut Vec<EventForm
     Ok(())
 }
 
-fn parse_event_systems<R: Reader>(r: &mut R, out: &mut Vec<EventFormat>) -> Result<()> {
+/// Shared with perf.data, whose TRACING_DATA section has the v6 header layout.
+pub(super) fn parse_event_systems<R: Reader>(r: &mut R, out: &mut Vec<EventFormat>) -> Result<()> {
     let n = r.u32("number of event systems")?;
     for _ in 0..n {
         let system = r.cstr("event system name")?;
@@ -140,7 +143,8 @@ fn parse_event_systems<R: Reader>(r: &mut R, out: &mut Vec<EventFormat>) -> Resu
     Ok(())
 }
 
-fn parse_cmdlines<R: Reader>(r: &mut R, into: &mut BTreeMap<i32, String>) -> Result<()> {
+/// Shared with perf.data, whose TRACING_DATA section has the v6 header layout.
+pub(super) fn parse_cmdlines<R: Reader>(r: &mut R, into: &mut BTreeMap<i32, String>) -> Result<()> {
     let text = r.sized(8, "saved cmdlines")?;
     for line in String::from_utf8_lossy(&text).lines() {
         if let Some((pid, comm)) = line.trim_start().split_once(' ') {

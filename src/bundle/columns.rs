@@ -1,0 +1,389 @@
+//! The events of a bundle as a Parquet file: one row per event, one column per field,
+//! named after the tracepoint fields, null where an event type has no such field.
+//! Readable by Python polars, DuckDB or pyarrow with no sisreplay code.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
+    UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::trace::{Comm, Event, EventKind, EventType, Wake};
+
+pub const EVENTS_FILE: &str = "events.parquet";
+const BATCH: usize = 64 * 1024;
+
+/// Column names and types, in file order. The README documents the same list.
+pub fn schema() -> SchemaRef {
+    use DataType::*;
+    let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
+    Arc::new(Schema::new(vec![
+        f("ts_ns", UInt64, false),
+        f("cpu", UInt32, false),
+        f("event", Utf8, false),
+        f("common_pid", Int32, false),
+        f("comm", Utf8, true),
+        f("pid", Int32, true),
+        f("prio", Int32, true),
+        f("target_cpu", Int32, true),
+        f("prev_comm", Utf8, true),
+        f("prev_pid", Int32, true),
+        f("prev_prio", Int32, true),
+        f("prev_state", Int64, true),
+        f("next_comm", Utf8, true),
+        f("next_pid", Int32, true),
+        f("next_prio", Int32, true),
+        f("orig_cpu", Int32, true),
+        f("dest_cpu", Int32, true),
+        f("parent_comm", Utf8, true),
+        f("parent_pid", Int32, true),
+        f("child_comm", Utf8, true),
+        f("child_pid", Int32, true),
+        f("group_dead", Boolean, true),
+        f("irq", Int32, true),
+        f("name", Utf8, true),
+        f("ret", Int32, true),
+        f("vec", UInt32, true),
+    ]))
+}
+
+#[derive(Default)]
+struct Builders {
+    ts: UInt64Builder,
+    cpu: UInt32Builder,
+    event: StringBuilder,
+    common_pid: Int32Builder,
+    comm: StringBuilder,
+    pid: Int32Builder,
+    prio: Int32Builder,
+    target_cpu: Int32Builder,
+    prev_comm: StringBuilder,
+    prev_pid: Int32Builder,
+    prev_prio: Int32Builder,
+    prev_state: Int64Builder,
+    next_comm: StringBuilder,
+    next_pid: Int32Builder,
+    next_prio: Int32Builder,
+    orig_cpu: Int32Builder,
+    dest_cpu: Int32Builder,
+    parent_comm: StringBuilder,
+    parent_pid: Int32Builder,
+    child_comm: StringBuilder,
+    child_pid: Int32Builder,
+    group_dead: BooleanBuilder,
+    irq: Int32Builder,
+    name: StringBuilder,
+    ret: Int32Builder,
+    vec: UInt32Builder,
+}
+
+fn comm_str(c: &Comm) -> std::borrow::Cow<'_, str> {
+    c.to_str_lossy()
+}
+
+impl Builders {
+    fn push(&mut self, e: &Event) {
+        self.ts.append_value(e.ts);
+        self.cpu.append_value(e.cpu);
+        self.event.append_value(e.kind.event_type().name());
+        self.common_pid.append_value(e.common_pid);
+        // Each event fills its own columns; all others get a null.
+        let mut task: Option<(&Comm, i32, i32)> = None;
+        let mut target = None;
+        let mut switch = None;
+        let mut migrate = None;
+        let mut fork = None;
+        let mut group_dead = None;
+        let mut irq = None;
+        let mut name = None;
+        let mut ret = None;
+        let mut vec = None;
+        match &e.kind {
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                let Wake { comm, pid, prio, target_cpu } = w;
+                task = Some((comm, *pid, *prio));
+                target = Some(*target_cpu);
+            }
+            EventKind::Switch {
+                prev_comm,
+                prev_pid,
+                prev_prio,
+                prev_state,
+                next_comm,
+                next_pid,
+                next_prio,
+            } => switch = Some((prev_comm, *prev_pid, *prev_prio, *prev_state, next_comm, *next_pid, *next_prio)),
+            EventKind::Migrate { comm, pid, prio, orig_cpu, dest_cpu } => {
+                task = Some((comm, *pid, *prio));
+                migrate = Some((*orig_cpu, *dest_cpu));
+            }
+            EventKind::Fork { parent_comm, parent_pid, child_comm, child_pid } => {
+                fork = Some((parent_comm, *parent_pid, child_comm, *child_pid))
+            }
+            EventKind::Exit { comm, pid, prio, group_dead: g } => {
+                task = Some((comm, *pid, *prio));
+                group_dead = *g;
+            }
+            EventKind::IrqEntry { irq: i, name: n } => {
+                irq = Some(*i);
+                name = Some(n.as_ref());
+            }
+            EventKind::IrqExit { irq: i, ret: r } => {
+                irq = Some(*i);
+                ret = Some(*r);
+            }
+            EventKind::SoftirqEntry { vec: v } | EventKind::SoftirqExit { vec: v } => vec = Some(*v),
+        }
+        self.comm.append_option(task.map(|t| comm_str(t.0)));
+        self.pid.append_option(task.map(|t| t.1));
+        self.prio.append_option(task.map(|t| t.2));
+        self.target_cpu.append_option(target);
+        self.prev_comm.append_option(switch.map(|s| comm_str(s.0)));
+        self.prev_pid.append_option(switch.map(|s| s.1));
+        self.prev_prio.append_option(switch.map(|s| s.2));
+        self.prev_state.append_option(switch.map(|s| s.3));
+        self.next_comm.append_option(switch.map(|s| comm_str(s.4)));
+        self.next_pid.append_option(switch.map(|s| s.5));
+        self.next_prio.append_option(switch.map(|s| s.6));
+        self.orig_cpu.append_option(migrate.map(|m| m.0));
+        self.dest_cpu.append_option(migrate.map(|m| m.1));
+        self.parent_comm.append_option(fork.map(|f| comm_str(f.0)));
+        self.parent_pid.append_option(fork.map(|f| f.1));
+        self.child_comm.append_option(fork.map(|f| comm_str(f.2)));
+        self.child_pid.append_option(fork.map(|f| f.3));
+        self.group_dead.append_option(group_dead);
+        self.irq.append_option(irq);
+        self.name.append_option(name);
+        self.ret.append_option(ret);
+        self.vec.append_option(vec);
+    }
+
+    fn finish(&mut self) -> Vec<ArrayRef> {
+        vec![
+            Arc::new(self.ts.finish()),
+            Arc::new(self.cpu.finish()),
+            Arc::new(self.event.finish()),
+            Arc::new(self.common_pid.finish()),
+            Arc::new(self.comm.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.prio.finish()),
+            Arc::new(self.target_cpu.finish()),
+            Arc::new(self.prev_comm.finish()),
+            Arc::new(self.prev_pid.finish()),
+            Arc::new(self.prev_prio.finish()),
+            Arc::new(self.prev_state.finish()),
+            Arc::new(self.next_comm.finish()),
+            Arc::new(self.next_pid.finish()),
+            Arc::new(self.next_prio.finish()),
+            Arc::new(self.orig_cpu.finish()),
+            Arc::new(self.dest_cpu.finish()),
+            Arc::new(self.parent_comm.finish()),
+            Arc::new(self.parent_pid.finish()),
+            Arc::new(self.child_comm.finish()),
+            Arc::new(self.child_pid.finish()),
+            Arc::new(self.group_dead.finish()),
+            Arc::new(self.irq.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.ret.finish()),
+            Arc::new(self.vec.finish()),
+        ]
+    }
+}
+
+/// Streams events into a Parquet file, a batch at a time.
+pub struct EventWriter {
+    writer: ArrowWriter<File>,
+    builders: Builders,
+    pending: usize,
+    schema: SchemaRef,
+}
+
+impl EventWriter {
+    pub fn create(path: &Path) -> Result<EventWriter, String> {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(1 << 20))
+            .build();
+        let schema = schema();
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(EventWriter {
+            writer,
+            builders: Builders::default(),
+            pending: 0,
+            schema,
+        })
+    }
+
+    pub fn push(&mut self, e: &Event) -> Result<(), String> {
+        self.builders.push(e);
+        self.pending += 1;
+        if self.pending == BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), self.builders.finish())
+            .map_err(|e| e.to_string())?;
+        self.writer.write(&batch).map_err(|e| e.to_string())?;
+        self.pending = 0;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<(), String> {
+        self.flush()?;
+        self.writer.close().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// Reads a bundle's events back, in file order (which is time order).
+pub struct EventReader {
+    batches: ParquetRecordBatchReader,
+    batch: Option<RecordBatch>,
+    row: usize,
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    b.column_by_name(name)
+        .ok_or_else(|| format!("column {name} missing"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} has an unexpected type"))
+}
+
+impl EventReader {
+    pub fn open(path: &Path) -> Result<EventReader, String> {
+        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let batches = ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|b| b.with_batch_size(BATCH).build())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(EventReader {
+            batches,
+            batch: None,
+            row: 0,
+        })
+    }
+
+    pub fn next_event(&mut self) -> Result<Option<Event>, String> {
+        loop {
+            if let Some(b) = &self.batch {
+                if self.row < b.num_rows() {
+                    let e = row_event(b, self.row)?;
+                    self.row += 1;
+                    return Ok(Some(e));
+                }
+            }
+            match self.batches.next() {
+                None => return Ok(None),
+                Some(b) => {
+                    self.batch = Some(b.map_err(|e| e.to_string())?);
+                    self.row = 0;
+                }
+            }
+        }
+    }
+}
+
+fn row_event(b: &RecordBatch, i: usize) -> Result<Event, String> {
+    let s = |n: &str| -> Result<&str, String> {
+        let a = col::<StringArray>(b, n)?;
+        if a.is_null(i) {
+            return Err(format!("row {i}: {n} is null"));
+        }
+        Ok(a.value(i))
+    };
+    let i32c = |n: &str| -> Result<i32, String> {
+        let a = col::<Int32Array>(b, n)?;
+        if a.is_null(i) {
+            return Err(format!("row {i}: {n} is null"));
+        }
+        Ok(a.value(i))
+    };
+    let comm = |n: &str| -> Result<Comm, String> { Ok(Comm::from_bytes(s(n)?.as_bytes())) };
+    let event = s("event")?;
+    let t = EventType::from_name(event).ok_or_else(|| format!("row {i}: unknown event {event}"))?;
+    let wake = || -> Result<Wake, String> {
+        Ok(Wake {
+            comm: comm("comm")?,
+            pid: i32c("pid")?,
+            prio: i32c("prio")?,
+            target_cpu: i32c("target_cpu")?,
+        })
+    };
+    let kind = match t {
+        EventType::SchedSwitch => EventKind::Switch {
+            prev_comm: comm("prev_comm")?,
+            prev_pid: i32c("prev_pid")?,
+            prev_prio: i32c("prev_prio")?,
+            prev_state: col::<Int64Array>(b, "prev_state")?.value(i),
+            next_comm: comm("next_comm")?,
+            next_pid: i32c("next_pid")?,
+            next_prio: i32c("next_prio")?,
+        },
+        EventType::SchedWaking => EventKind::Waking(wake()?),
+        EventType::SchedWakeup => EventKind::Wakeup(wake()?),
+        EventType::SchedWakeupNew => EventKind::WakeupNew(wake()?),
+        EventType::SchedMigrateTask => EventKind::Migrate {
+            comm: comm("comm")?,
+            pid: i32c("pid")?,
+            prio: i32c("prio")?,
+            orig_cpu: i32c("orig_cpu")?,
+            dest_cpu: i32c("dest_cpu")?,
+        },
+        EventType::SchedProcessFork => EventKind::Fork {
+            parent_comm: comm("parent_comm")?,
+            parent_pid: i32c("parent_pid")?,
+            child_comm: comm("child_comm")?,
+            child_pid: i32c("child_pid")?,
+        },
+        EventType::SchedProcessExit => {
+            let g = col::<BooleanArray>(b, "group_dead")?;
+            EventKind::Exit {
+                comm: comm("comm")?,
+                pid: i32c("pid")?,
+                prio: i32c("prio")?,
+                group_dead: (!g.is_null(i)).then(|| g.value(i)),
+            }
+        }
+        EventType::IrqHandlerEntry => EventKind::IrqEntry {
+            irq: i32c("irq")?,
+            name: s("name")?.into(),
+        },
+        EventType::IrqHandlerExit => EventKind::IrqExit {
+            irq: i32c("irq")?,
+            ret: i32c("ret")?,
+        },
+        EventType::SoftirqEntry | EventType::SoftirqExit => {
+            let vec = col::<UInt32Array>(b, "vec")?.value(i);
+            if t == EventType::SoftirqEntry {
+                EventKind::SoftirqEntry { vec }
+            } else {
+                EventKind::SoftirqExit { vec }
+            }
+        }
+    };
+    Ok(Event {
+        ts: col::<UInt64Array>(b, "ts_ns")?.value(i),
+        cpu: col::<UInt32Array>(b, "cpu")?.value(i),
+        common_pid: i32c("common_pid")?,
+        kind,
+    })
+}

@@ -1,0 +1,182 @@
+//! `sisreplay info`: what a trace holds, in one pass over its events.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::bundle::{losses, CpuLoss, Tally};
+use crate::trace::{EventKind, EventSource, Result};
+
+#[derive(Debug, Serialize)]
+pub struct TaskRuntime {
+    pub pid: i32,
+    pub comm: String,
+    /// Time on CPU between sched_switch-in and -out, within the trace.
+    pub runtime_ns: u64,
+    pub switches_in: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub format: String,
+    pub kernel_release: Option<String>,
+    pub clock: Option<String>,
+    pub nr_cpus: u32,
+    pub events: u64,
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
+    pub duration_ns: u64,
+    pub counts: BTreeMap<String, u64>,
+    /// sched_wakeup plus sched_wakeup_new.
+    pub wakeups: u64,
+    /// sched_migrate_task between a task's sched_waking and its sched_wakeup.
+    pub wakeup_migrations: u64,
+    /// All other sched_migrate_task (load balance, affinity, exec).
+    pub other_migrations: u64,
+    pub lost: BTreeMap<u32, CpuLoss>,
+    pub unknown_events: BTreeMap<String, u64>,
+    pub top_tasks: Vec<TaskRuntime>,
+}
+
+pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
+    let mut tally = Tally::default();
+    // Per CPU: (pid running, since ts).
+    let mut running: HashMap<u32, (i32, u64)> = HashMap::new();
+    let mut runtime: HashMap<i32, (u64, u64)> = HashMap::new();
+    // Tasks between sched_waking and sched_wakeup.
+    let mut waking: HashMap<i32, ()> = HashMap::new();
+    let (mut wakeups, mut wmig, mut omig) = (0u64, 0u64, 0u64);
+    while let Some(e) = src.next_event()? {
+        tally.add(&e);
+        match &e.kind {
+            EventKind::Switch { prev_pid, next_pid, .. } => {
+                if let Some((pid, since)) = running.get(&e.cpu) {
+                    if pid == prev_pid && *pid != 0 {
+                        runtime.entry(*pid).or_default().0 += e.ts.saturating_sub(*since);
+                    }
+                }
+                running.insert(e.cpu, (*next_pid, e.ts));
+                if *next_pid != 0 {
+                    runtime.entry(*next_pid).or_default().1 += 1;
+                }
+            }
+            EventKind::Waking(w) => {
+                waking.insert(w.pid, ());
+            }
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                wakeups += 1;
+                waking.remove(&w.pid);
+            }
+            EventKind::Migrate { pid, .. } => {
+                if waking.contains_key(pid) {
+                    wmig += 1;
+                } else {
+                    omig += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Tasks still running at the end ran until the last event.
+    if let Some(end) = tally.last_ts {
+        for (pid, since) in running.values() {
+            if *pid != 0 {
+                runtime.entry(*pid).or_default().0 += end.saturating_sub(*since);
+            }
+        }
+    }
+    let info = src.info().clone();
+    let stats = src.stats();
+    let mut tasks: Vec<TaskRuntime> = runtime
+        .into_iter()
+        .map(|(pid, (rt, n))| TaskRuntime {
+            pid,
+            comm: tally
+                .tasks
+                .get(&pid)
+                .or_else(|| info.comms.get(&pid))
+                .cloned()
+                .unwrap_or_else(|| "<...>".into()),
+            runtime_ns: rt,
+            switches_in: n,
+        })
+        .collect();
+    tasks.sort_by(|a, b| b.runtime_ns.cmp(&a.runtime_ns).then(a.pid.cmp(&b.pid)));
+    tasks.truncate(top);
+    let counts = tally.counts_by_type();
+    let seen = tally.max_cpu.map_or(0, |m| m + 1);
+    Ok(Summary {
+        format: info.format,
+        kernel_release: info.kernel_release,
+        clock: info.clock,
+        nr_cpus: info.nr_cpus.unwrap_or(seen).max(seen),
+        events: tally.events,
+        first_ts_ns: tally.first_ts,
+        last_ts_ns: tally.last_ts,
+        duration_ns: match (tally.first_ts, tally.last_ts) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0,
+        },
+        counts,
+        wakeups,
+        wakeup_migrations: wmig,
+        other_migrations: omig,
+        lost: losses(&stats),
+        unknown_events: stats.unknown,
+        top_tasks: tasks,
+    })
+}
+
+impl Summary {
+    /// The summary as a person reads it, within 80 columns.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let secs = self.duration_ns as f64 / 1e9;
+        let _ = writeln!(o, "format     {}", self.format);
+        let _ = writeln!(o, "kernel     {}", self.kernel_release.as_deref().unwrap_or("not recorded"));
+        let _ = writeln!(o, "clock      {}", self.clock.as_deref().unwrap_or("not recorded"));
+        let _ = writeln!(o, "CPUs       {}", self.nr_cpus);
+        let _ = writeln!(o, "duration   {secs:.6} s");
+        let _ = writeln!(o, "events     {}", self.events);
+        for (k, v) in &self.counts {
+            let _ = writeln!(o, "  {k:<22} {v:>10}");
+        }
+        let _ = writeln!(o, "wakeups    {}", self.wakeups);
+        let _ = writeln!(
+            o,
+            "migrations {} at wakeup, {} other",
+            self.wakeup_migrations, self.other_migrations
+        );
+        if self.lost.is_empty() {
+            let _ = writeln!(o, "lost       none");
+        } else {
+            for (cpu, l) in &self.lost {
+                let _ = writeln!(
+                    o,
+                    "lost       CPU {cpu}: {} events in {} windows ({} uncounted)",
+                    l.events,
+                    l.windows.len(),
+                    l.uncounted_windows
+                );
+            }
+        }
+        if !self.unknown_events.is_empty() {
+            let n: u64 = self.unknown_events.values().sum();
+            let _ = writeln!(o, "skipped    {n} events of {} other types", self.unknown_events.len());
+        }
+        let _ = writeln!(o, "top tasks by runtime");
+        let _ = writeln!(o, "  {:>8}  {:<16} {:>12} {:>8}", "pid", "comm", "runtime ms", "runs");
+        for t in &self.top_tasks {
+            let _ = writeln!(
+                o,
+                "  {:>8}  {:<16} {:>12.3} {:>8}",
+                t.pid,
+                t.comm,
+                t.runtime_ns as f64 / 1e6,
+                t.switches_in
+            );
+        }
+        o
+    }
+}

@@ -1,0 +1,236 @@
+//! The machine a trace ran on, as policies see it: every CPU with its SMT siblings,
+//! cluster, last-level cache, package, NUMA node and capacity. Read from sysfs
+//! (`here`), from a JSON file, or assumed flat when a trace does not say.
+//!
+//! JSON schema (what `--machine FILE.json` reads and bundles store):
+//! ```json
+//! { "source": "sysfs", "cpus": [
+//!   { "cpu": 0, "core": 0, "smt_siblings": [0, 1], "cluster": 0, "llc": 0,
+//!     "package": 0, "node": 0, "capacity": 1024 } ] }
+//! ```
+//! `llc` and `cluster` are ids: the lowest CPU number of the group sharing them.
+//! `capacity` is on the kernel's 1024 scale; absent means 1024.
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuTopo {
+    pub cpu: u32,
+    /// Core id: CPUs sharing it are SMT siblings.
+    pub core: u32,
+    /// Every hardware thread of this core, this CPU included.
+    pub smt_siblings: Vec<u32>,
+    pub cluster: u32,
+    pub llc: u32,
+    pub package: u32,
+    pub node: u32,
+    #[serde(default = "full_capacity")]
+    pub capacity: u32,
+}
+
+fn full_capacity() -> u32 {
+    1024
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Where the description came from: "sysfs", a file name, or "assumed".
+    pub source: String,
+    pub cpus: Vec<CpuTopo>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("{path}: {what}")]
+    Bad { path: String, what: String },
+}
+
+fn bad(path: impl std::fmt::Display, what: impl Into<String>) -> TopologyError {
+    TopologyError::Bad {
+        path: path.to_string(),
+        what: what.into(),
+    }
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+impl Topology {
+    /// One LLC, no SMT: what consumers assume when a trace carries no description.
+    pub fn flat(nr_cpus: u32) -> Topology {
+        Topology {
+            source: "assumed: one LLC, no SMT".into(),
+            cpus: (0..nr_cpus)
+                .map(|c| CpuTopo {
+                    cpu: c,
+                    core: c,
+                    smt_siblings: vec![c],
+                    cluster: 0,
+                    llc: 0,
+                    package: 0,
+                    node: 0,
+                    capacity: 1024,
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads the online CPUs of this machine from sysfs.
+    pub fn from_sysfs(root: &Path) -> Result<Topology, TopologyError> {
+        let cpu_dir = root.join("devices/system/cpu");
+        let read = |p: &Path| -> Result<String, TopologyError> {
+            fs::read_to_string(p).map_err(|e| bad(p.display(), e.to_string()))
+        };
+        let online_path = cpu_dir.join("online");
+        let online = parse_cpu_list(&read(&online_path)?)
+            .ok_or_else(|| bad(online_path.display(), "not a CPU list"))?;
+        let node_of = |cpu: u32| -> u32 {
+            let Ok(dir) = fs::read_dir(root.join("devices/system/node")) else {
+                return 0;
+            };
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(n) = name.strip_prefix("node").and_then(|n| n.parse().ok()) else {
+                    continue;
+                };
+                if let Ok(list) = fs::read_to_string(e.path().join("cpulist")) {
+                    if parse_cpu_list(&list).is_some_and(|l| l.contains(&cpu)) {
+                        return n;
+                    }
+                }
+            }
+            0
+        };
+        let mut cpus = Vec::new();
+        for cpu in online {
+            let base = cpu_dir.join(format!("cpu{cpu}"));
+            let topo = base.join("topology");
+            let list = |name: &str| -> Result<Vec<u32>, TopologyError> {
+                let p = topo.join(name);
+                parse_cpu_list(&read(&p)?).ok_or_else(|| bad(p.display(), "not a CPU list"))
+            };
+            let int = |name: &str| -> Result<u32, TopologyError> {
+                let p = topo.join(name);
+                let t = read(&p)?;
+                // cluster_id is -1 on machines without clusters.
+                Ok(t.trim().parse::<i64>().map_err(|_| bad(p.display(), "not an integer"))?.max(0) as u32)
+            };
+            let smt = list("thread_siblings_list")?;
+            let cluster = list("cluster_cpus_list").unwrap_or_else(|_| smt.clone());
+            // The LLC is the highest cache level present; its shared_cpu_list spans it.
+            let mut llc: Option<(u32, Vec<u32>)> = None;
+            if let Ok(dir) = fs::read_dir(base.join("cache")) {
+                for e in dir.flatten() {
+                    let p = e.path();
+                    let level = fs::read_to_string(p.join("level")).ok().and_then(|l| l.trim().parse::<u32>().ok());
+                    let shared = fs::read_to_string(p.join("shared_cpu_list")).ok().and_then(|l| parse_cpu_list(&l));
+                    if let (Some(level), Some(shared)) = (level, shared) {
+                        if llc.as_ref().is_none_or(|(l, _)| level > *l) {
+                            llc = Some((level, shared));
+                        }
+                    }
+                }
+            }
+            let llc_cpus = llc.map(|(_, s)| s).unwrap_or_else(|| vec![cpu]);
+            let capacity = fs::read_to_string(base.join("cpu_capacity"))
+                .ok()
+                .and_then(|c| c.trim().parse().ok())
+                .unwrap_or(1024);
+            cpus.push(CpuTopo {
+                cpu,
+                core: int("core_id")?,
+                smt_siblings: smt,
+                cluster: *cluster.iter().min().unwrap_or(&cpu),
+                llc: *llc_cpus.iter().min().unwrap_or(&cpu),
+                package: int("physical_package_id")?,
+                node: node_of(cpu),
+                capacity,
+            });
+        }
+        Ok(Topology {
+            source: "sysfs".into(),
+            cpus,
+        })
+    }
+
+    /// Reads and checks a JSON description.
+    pub fn from_json_file(path: &Path) -> Result<Topology, TopologyError> {
+        let text = fs::read_to_string(path).map_err(|e| bad(path.display(), e.to_string()))?;
+        let t: Topology = serde_json::from_str(&text).map_err(|e| {
+            bad(
+                path.display(),
+                format!("line {} column {}: {e}", e.line(), e.column()),
+            )
+        })?;
+        t.validate().map_err(|w| bad(path.display(), w))?;
+        Ok(t)
+    }
+
+    /// Every CPU listed once, and every sibling named is a listed CPU.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &self.cpus {
+            if !seen.insert(c.cpu) {
+                return Err(format!("CPU {} is listed twice", c.cpu));
+            }
+        }
+        for c in &self.cpus {
+            for s in &c.smt_siblings {
+                if !seen.contains(s) {
+                    return Err(format!("CPU {} names SMT sibling {s}, which is not listed", c.cpu));
+                }
+            }
+            if !c.smt_siblings.contains(&c.cpu) {
+                return Err(format!("CPU {}'s smt_siblings must include itself", c.cpu));
+            }
+        }
+        if self.cpus.is_empty() {
+            return Err("no CPUs".into());
+        }
+        Ok(())
+    }
+
+    /// The number of distinct LLCs.
+    pub fn nr_llcs(&self) -> usize {
+        self.cpus.iter().map(|c| c.llc).collect::<std::collections::BTreeSet<_>>().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(parse_cpu_list("5"), Some(vec![5]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a"), None);
+    }
+
+    #[test]
+    fn this_machine_matches_nproc() {
+        let t = Topology::from_sysfs(Path::new("/sys")).unwrap();
+        let online = std::thread::available_parallelism().unwrap().get();
+        assert!(t.cpus.len() >= online, "{} CPUs in sysfs, {online} usable", t.cpus.len());
+        t.validate().unwrap();
+    }
+}
