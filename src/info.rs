@@ -49,7 +49,9 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
     while let Some(e) = src.next_event()? {
         tally.add(&e);
         match &e.kind {
-            EventKind::Switch { prev_pid, next_pid, .. } => {
+            EventKind::Switch {
+                prev_pid, next_pid, ..
+            } => {
                 if let Some((pid, since)) = running.get(&e.cpu) {
                     if pid == prev_pid && *pid != 0 {
                         runtime.entry(*pid).or_default().0 += e.ts.saturating_sub(*since);
@@ -134,8 +136,16 @@ impl Summary {
         let mut o = String::new();
         let secs = self.duration_ns as f64 / 1e9;
         let _ = writeln!(o, "format     {}", self.format);
-        let _ = writeln!(o, "kernel     {}", self.kernel_release.as_deref().unwrap_or("not recorded"));
-        let _ = writeln!(o, "clock      {}", self.clock.as_deref().unwrap_or("not recorded"));
+        let _ = writeln!(
+            o,
+            "kernel     {}",
+            self.kernel_release.as_deref().unwrap_or("not recorded")
+        );
+        let _ = writeln!(
+            o,
+            "clock      {}",
+            self.clock.as_deref().unwrap_or("not recorded")
+        );
         let _ = writeln!(o, "CPUs       {}", self.nr_cpus);
         let _ = writeln!(o, "duration   {secs:.6} s");
         let _ = writeln!(o, "events     {}", self.events);
@@ -163,10 +173,18 @@ impl Summary {
         }
         if !self.unknown_events.is_empty() {
             let n: u64 = self.unknown_events.values().sum();
-            let _ = writeln!(o, "skipped    {n} events of {} other types", self.unknown_events.len());
+            let _ = writeln!(
+                o,
+                "skipped    {n} events of {} other types",
+                self.unknown_events.len()
+            );
         }
         let _ = writeln!(o, "top tasks by runtime");
-        let _ = writeln!(o, "  {:>8}  {:<16} {:>12} {:>8}", "pid", "comm", "runtime ms", "runs");
+        let _ = writeln!(
+            o,
+            "  {:>8}  {:<16} {:>12} {:>8}",
+            "pid", "comm", "runtime ms", "runs"
+        );
         for t in &self.top_tasks {
             let _ = writeln!(
                 o,

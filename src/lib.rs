@@ -1,4 +1,4 @@
-pub mod trace;
-pub mod topology;
 pub mod bundle;
 pub mod info;
+pub mod topology;
+pub mod trace;

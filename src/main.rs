@@ -73,8 +73,12 @@ fn default_input(given: Option<PathBuf>) -> PathBuf {
 fn machine(spec: Option<&str>) -> Result<Option<Topology>, String> {
     match spec {
         None => Ok(None),
-        Some("here") => Topology::from_sysfs(Path::new("/sys")).map(Some).map_err(|e| e.to_string()),
-        Some(f) => Topology::from_json_file(Path::new(f)).map(Some).map_err(|e| e.to_string()),
+        Some("here") => Topology::from_sysfs(Path::new("/sys"))
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Some(f) => Topology::from_json_file(Path::new(f))
+            .map(Some)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -96,7 +100,9 @@ fn import(
             .unwrap_or_else(|| "trace".into())
     });
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        return fail(format!("--name {name:?}: a bundle name is one plain directory name"));
+        return fail(format!(
+            "--name {name:?}: a bundle name is one plain directory name"
+        ));
     }
     let mut src = match trace::open(&file) {
         Ok(s) => s,
@@ -125,7 +131,10 @@ fn import(
     match result {
         Ok(meta) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&meta).expect("serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&meta).expect("serialises")
+                );
             } else {
                 println!(
                     "{}: {} events, {} CPUs, {} lost, from {} ({})",

@@ -131,7 +131,10 @@ impl Topology {
                 let p = topo.join(name);
                 let t = read(&p)?;
                 // cluster_id is -1 on machines without clusters.
-                Ok(t.trim().parse::<i64>().map_err(|_| bad(p.display(), "not an integer"))?.max(0) as u32)
+                Ok(t.trim()
+                    .parse::<i64>()
+                    .map_err(|_| bad(p.display(), "not an integer"))?
+                    .max(0) as u32)
             };
             let smt = list("thread_siblings_list")?;
             let cluster = list("cluster_cpus_list").unwrap_or_else(|_| smt.clone());
@@ -140,8 +143,12 @@ impl Topology {
             if let Ok(dir) = fs::read_dir(base.join("cache")) {
                 for e in dir.flatten() {
                     let p = e.path();
-                    let level = fs::read_to_string(p.join("level")).ok().and_then(|l| l.trim().parse::<u32>().ok());
-                    let shared = fs::read_to_string(p.join("shared_cpu_list")).ok().and_then(|l| parse_cpu_list(&l));
+                    let level = fs::read_to_string(p.join("level"))
+                        .ok()
+                        .and_then(|l| l.trim().parse::<u32>().ok());
+                    let shared = fs::read_to_string(p.join("shared_cpu_list"))
+                        .ok()
+                        .and_then(|l| parse_cpu_list(&l));
                     if let (Some(level), Some(shared)) = (level, shared) {
                         if llc.as_ref().is_none_or(|(l, _)| level > *l) {
                             llc = Some((level, shared));
@@ -195,7 +202,10 @@ impl Topology {
         for c in &self.cpus {
             for s in &c.smt_siblings {
                 if !seen.contains(s) {
-                    return Err(format!("CPU {} names SMT sibling {s}, which is not listed", c.cpu));
+                    return Err(format!(
+                        "CPU {} names SMT sibling {s}, which is not listed",
+                        c.cpu
+                    ));
                 }
             }
             if !c.smt_siblings.contains(&c.cpu) {
@@ -210,7 +220,11 @@ impl Topology {
 
     /// The number of distinct LLCs.
     pub fn nr_llcs(&self) -> usize {
-        self.cpus.iter().map(|c| c.llc).collect::<std::collections::BTreeSet<_>>().len()
+        self.cpus
+            .iter()
+            .map(|c| c.llc)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
     }
 }
 
@@ -220,7 +234,10 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list("5"), Some(vec![5]));
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("a"), None);
@@ -230,7 +247,11 @@ mod tests {
     fn this_machine_matches_nproc() {
         let t = Topology::from_sysfs(Path::new("/sys")).unwrap();
         let online = std::thread::available_parallelism().unwrap().get();
-        assert!(t.cpus.len() >= online, "{} CPUs in sysfs, {online} usable", t.cpus.len());
+        assert!(
+            t.cpus.len() >= online,
+            "{} CPUs in sysfs, {online} usable",
+            t.cpus.len()
+        );
         t.validate().unwrap();
     }
 }

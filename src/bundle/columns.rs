@@ -10,8 +10,8 @@ use arrow_array::builder::{
     BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
-    UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
@@ -111,7 +111,12 @@ impl Builders {
         let mut vec = None;
         match &e.kind {
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                let Wake { comm, pid, prio, target_cpu } = w;
+                let Wake {
+                    comm,
+                    pid,
+                    prio,
+                    target_cpu,
+                } = w;
                 task = Some((comm, *pid, *prio));
                 target = Some(*target_cpu);
             }
@@ -123,15 +128,39 @@ impl Builders {
                 next_comm,
                 next_pid,
                 next_prio,
-            } => switch = Some((prev_comm, *prev_pid, *prev_prio, *prev_state, next_comm, *next_pid, *next_prio)),
-            EventKind::Migrate { comm, pid, prio, orig_cpu, dest_cpu } => {
+            } => {
+                switch = Some((
+                    prev_comm,
+                    *prev_pid,
+                    *prev_prio,
+                    *prev_state,
+                    next_comm,
+                    *next_pid,
+                    *next_prio,
+                ))
+            }
+            EventKind::Migrate {
+                comm,
+                pid,
+                prio,
+                orig_cpu,
+                dest_cpu,
+            } => {
                 task = Some((comm, *pid, *prio));
                 migrate = Some((*orig_cpu, *dest_cpu));
             }
-            EventKind::Fork { parent_comm, parent_pid, child_comm, child_pid } => {
-                fork = Some((parent_comm, *parent_pid, child_comm, *child_pid))
-            }
-            EventKind::Exit { comm, pid, prio, group_dead: g } => {
+            EventKind::Fork {
+                parent_comm,
+                parent_pid,
+                child_comm,
+                child_pid,
+            } => fork = Some((parent_comm, *parent_pid, child_comm, *child_pid)),
+            EventKind::Exit {
+                comm,
+                pid,
+                prio,
+                group_dead: g,
+            } => {
                 task = Some((comm, *pid, *prio));
                 group_dead = *g;
             }
@@ -143,7 +172,9 @@ impl Builders {
                 irq = Some(*i);
                 ret = Some(*r);
             }
-            EventKind::SoftirqEntry { vec: v } | EventKind::SoftirqExit { vec: v } => vec = Some(*v),
+            EventKind::SoftirqEntry { vec: v } | EventKind::SoftirqExit { vec: v } => {
+                vec = Some(*v)
+            }
         }
         self.comm.append_option(task.map(|t| comm_str(t.0)));
         self.pid.append_option(task.map(|t| t.1));

@@ -101,13 +101,24 @@ impl Tally {
             }
         };
         match &e.kind {
-            Switch { prev_comm, prev_pid, next_comm, next_pid, .. } => {
+            Switch {
+                prev_comm,
+                prev_pid,
+                next_comm,
+                next_pid,
+                ..
+            } => {
                 name(*prev_pid, prev_comm);
                 name(*next_pid, next_comm);
             }
             Waking(w) | Wakeup(w) | WakeupNew(w) => name(w.pid, &w.comm),
             Migrate { comm, pid, .. } | Exit { comm, pid, .. } => name(*pid, comm),
-            Fork { parent_comm, parent_pid, child_comm, child_pid } => {
+            Fork {
+                parent_comm,
+                parent_pid,
+                child_comm,
+                child_pid,
+            } => {
                 name(*parent_pid, parent_comm);
                 name(*child_pid, child_comm);
             }
@@ -172,12 +183,24 @@ pub fn write_bundle(
     mut opts: ImportOptions<'_>,
 ) -> Result<Meta, BundleError> {
     if dest.exists() {
-        return Err(berr(dest, "already exists; choose another --name or remove it"));
+        return Err(berr(
+            dest,
+            "already exists; choose another --name or remove it",
+        ));
     }
-    let parent = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(|e| berr(parent, e.to_string()))?;
-    let leaf = dest.file_name().ok_or_else(|| berr(dest, "not a directory name"))?;
-    let tmp = parent.join(format!(".tmp-{}-{}", leaf.to_string_lossy(), std::process::id()));
+    let leaf = dest
+        .file_name()
+        .ok_or_else(|| berr(dest, "not a directory name"))?;
+    let tmp = parent.join(format!(
+        ".tmp-{}-{}",
+        leaf.to_string_lossy(),
+        std::process::id()
+    ));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir(&tmp).map_err(|e| berr(&tmp, e.to_string()))?;
     let result = write_into(source, &tmp, &mut opts).and_then(|meta| {
@@ -216,7 +239,12 @@ fn write_into(
     Ok(meta)
 }
 
-fn build_meta(info: &SourceInfo, stats: &ReadStats, tally: Tally, opts: &mut ImportOptions<'_>) -> Meta {
+fn build_meta(
+    info: &SourceInfo,
+    stats: &ReadStats,
+    tally: Tally,
+    opts: &mut ImportOptions<'_>,
+) -> Meta {
     let seen_cpus = tally.max_cpu.map_or(0, |m| m + 1);
     let nr_cpus = info.nr_cpus.unwrap_or(seen_cpus).max(seen_cpus);
     let (topology, assumed) = match opts.topology.take() {
@@ -320,7 +348,12 @@ impl EventSource for Bundle {
 
     fn stats(&self) -> ReadStats {
         ReadStats {
-            lost: self.meta.lost.values().flat_map(|l| l.windows.clone()).collect(),
+            lost: self
+                .meta
+                .lost
+                .values()
+                .flat_map(|l| l.windows.clone())
+                .collect(),
             unknown: self.meta.unknown_events.clone(),
         }
     }

@@ -126,7 +126,9 @@ impl Reader for Bytes<'_> {
     }
     fn error(&self, what: &str) -> TraceError {
         match self.base {
-            Some(b) => TraceError::malformed(self.path, Position::Offset(b + self.pos as u64), what),
+            Some(b) => {
+                TraceError::malformed(self.path, Position::Offset(b + self.pos as u64), what)
+            }
             None => TraceError::malformed(
                 self.path,
                 Position::Offset(self.pos as u64),
@@ -158,7 +160,7 @@ impl FileInput {
         })
     }
 
-    pub fn len(&self) -> u64 {
+    pub fn file_len(&self) -> u64 {
         self.len
     }
 

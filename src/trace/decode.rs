@@ -49,9 +49,14 @@ enum Layout {
 /// What a record turned out to be.
 #[derive(Debug)]
 pub enum Decoded {
-    Known { common_pid: i32, kind: EventKind },
+    Known {
+        common_pid: i32,
+        kind: EventKind,
+    },
     /// An event type this model does not use; counted by name and skipped.
-    Unknown { id: u16 },
+    Unknown {
+        id: u16,
+    },
 }
 
 /// Why a record could not be decoded.

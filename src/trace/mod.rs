@@ -51,7 +51,10 @@ pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bun
     if perfdata::PERF_MAGIC.starts_with(&head[..n.min(8)]) {
         return Ok(Box::new(perfdata::PerfData::open(path)?));
     }
-    if head.iter().all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+    if head
+        .iter()
+        .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
         return Ok(Box::new(text::TextTrace::open(path)?));
     }
     Err(TraceError::malformed(

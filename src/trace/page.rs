@@ -234,7 +234,12 @@ impl<'a> PageIter<'a> {
         }
     }
 
-    fn data(&mut self, start: usize, len: usize, delta: u64) -> Result<Option<Record<'a>>, PageError> {
+    fn data(
+        &mut self,
+        start: usize,
+        len: usize,
+        delta: u64,
+    ) -> Result<Option<Record<'a>>, PageError> {
         if start + len > self.end {
             return Err(self.err(format!(
                 "record of {len} bytes runs past the committed end of the page at {:#x}",
@@ -317,7 +322,10 @@ mod tests {
         let h = read_header(&p, &LAYOUT, LE).unwrap();
         assert_eq!(h.missed, Missed::Count(42));
         let p = page(0, MISSING_EVENTS, &[1, 7]);
-        assert_eq!(read_header(&p, &LAYOUT, LE).unwrap().missed, Missed::Unknown);
+        assert_eq!(
+            read_header(&p, &LAYOUT, LE).unwrap().missed,
+            Missed::Unknown
+        );
     }
 
     #[test]

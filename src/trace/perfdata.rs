@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use linux_perf_data::linux_perf_event_reader::{EventRecord, PerfEventType, RecordType, SampleFormat};
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, PerfEventType, RecordType, SampleFormat,
+};
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 
 use super::bytes::{Bytes, Reader};
@@ -30,12 +32,20 @@ fn check_header(path: &Path) -> Result<()> {
     let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map_err(|e| TraceError::io(path, e))?.len();
     if len == 0 {
-        return Err(TraceError::malformed(path, Position::Offset(0), "empty file, expected a perf.data header"));
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(0),
+            "empty file, expected a perf.data header",
+        ));
     }
     let mut h = [0u8; HEADER_LEN as usize];
     let n = f.read(&mut h).map_err(|e| TraceError::io(path, e))?;
-    if &h[..8.min(n)] != &PERF_MAGIC[..8.min(n)] || n < 8 {
-        return Err(TraceError::malformed(path, Position::Offset(0), "expected the perf.data magic PERFILE2"));
+    if n < 8 || h[..8] != PERF_MAGIC[..] {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(0),
+            "expected the perf.data magic PERFILE2",
+        ));
     }
     if (n as u64) < HEADER_LEN {
         return Err(TraceError::malformed(
@@ -58,11 +68,49 @@ fn check_header(path: &Path) -> Result<()> {
             ));
         }
     }
+    // Feature sections: one (offset, size) pair per feature bit, right after the data.
+    let features = h[72..104]
+        .iter()
+        .map(|b| b.count_ones() as u64)
+        .sum::<u64>();
+    let table = u64_at(40) + u64_at(48);
+    if table + features * 16 > len {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(table),
+            format!(
+                "expected {features} feature section entries at {table:#x}, the file ends at \
+                 {len:#x}; the file is truncated"
+            ),
+        ));
+    }
+    f.seek(SeekFrom::Start(table))
+        .map_err(|e| TraceError::io(path, e))?;
+    let mut entries = vec![0u8; (features * 16) as usize];
+    f.read_exact(&mut entries)
+        .map_err(|e| TraceError::io(path, e))?;
+    for (i, e) in entries.chunks(16).enumerate() {
+        let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
+        let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
+        if off.checked_add(size).is_none_or(|end| end > len) {
+            return Err(TraceError::malformed(
+                path,
+                Position::Offset(table + i as u64 * 16),
+                format!(
+                    "feature section #{i} ({size} bytes at {off:#x}) runs past the end of the \
+                     file at {len:#x}; the file is truncated"
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
 /// Parses the TRACING_DATA feature section: the trace.dat v6 header up to saved_cmdlines.
-fn parse_tracing_data(path: &Path, data: &[u8]) -> Result<(Vec<EventFormat>, bool, BTreeMap<i32, String>)> {
+fn parse_tracing_data(
+    path: &Path,
+    data: &[u8],
+) -> Result<(Vec<EventFormat>, bool, BTreeMap<i32, String>)> {
     let mut r = Bytes::new(data, None, "TRACING_DATA feature section".into(), path);
     if r.take(10, "tracing data magic")? != MAGIC {
         return Err(r.error("expected the tracing data magic \\x17\\x08Dtracing"));
@@ -237,7 +285,8 @@ impl EventSource for PerfData {
                     ))
                 }
             };
-            let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu) else {
+            let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu)
+            else {
                 continue;
             };
             let raw = raw.as_slice();
@@ -245,7 +294,10 @@ impl EventSource for PerfData {
                 TraceError::malformed(
                     &self.path,
                     Position::Offset(0),
-                    format!("tracepoint payload of sample record #{}: {}", self.records, e.0),
+                    format!(
+                        "tracepoint payload of sample record #{}: {}",
+                        self.records, e.0
+                    ),
                 )
             })?;
             match decoded {

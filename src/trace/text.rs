@@ -101,6 +101,21 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.trim().parse().ok()
 }
 
+/// trace-cmd's sched_switch plugin names bit i of prev_state with the i-th letter of
+/// "SDTtZXxW" (its own table, not the kernel's print format: 0x10 is Z, 0x80 is W) and
+/// prints R when no bit is set, so the preempted bit 0x100 does not survive.
+fn parse_plugin_state(s: &str) -> Option<i64> {
+    if s == "R" {
+        return Some(0);
+    }
+    let mut v = 0i64;
+    for part in s.split('|') {
+        let bit = "SDTtZXxW".find(part).filter(|_| part.len() == 1)?;
+        v |= 1 << bit;
+    }
+    Some(v)
+}
+
 /// `comm:pid [prio]` as trace-cmd's sched plugin prints a task.
 fn plugin_task(s: &str) -> Option<(Comm, i32, i32)> {
     let s = s.trim();
@@ -165,7 +180,7 @@ fn switch_fields(body: &str) -> Option<EventKind> {
         prev_comm,
         prev_pid,
         prev_prio,
-        prev_state: parse_state(state)?,
+        prev_state: parse_plugin_state(state)?,
         next_comm,
         next_pid,
         next_prio,
@@ -191,8 +206,11 @@ fn parse_body(t: EventType, body: &str) -> Option<EventKind> {
             }
         }
         EventType::SchedProcessFork => {
-            let v = fields(body, &["parent_comm", "parent_pid", "child_comm", "child_pid"])
-                .or_else(|| fields(body, &["comm", "pid", "child_comm", "child_pid"]))?;
+            let v = fields(
+                body,
+                &["parent_comm", "parent_pid", "child_comm", "child_pid"],
+            )
+            .or_else(|| fields(body, &["comm", "pid", "child_comm", "child_pid"]))?;
             EventKind::Fork {
                 parent_comm: comm(v[0]),
                 parent_pid: num(v[1])?,
@@ -280,7 +298,11 @@ fn cpu_column(line: &str) -> Option<(usize, usize, u32)> {
         if let Some(j) = line[open..].find(']') {
             let close = open + j;
             let inner = &line[open + 1..close];
-            if open > 0 && !inner.is_empty() && inner.bytes().all(|c| c.is_ascii_digit()) && b[open - 1] == b' ' {
+            if open > 0
+                && !inner.is_empty()
+                && inner.bytes().all(|c| c.is_ascii_digit())
+                && b[open - 1] == b' '
+            {
                 return Some((open, close, inner.parse().ok()?));
             }
         }
@@ -299,7 +321,10 @@ fn split_line(line: &str) -> Option<Line<'_>> {
         }
     }
     let (comm, pid, flavour) = match task.rsplit_once(char::is_whitespace) {
-        Some((c, p)) if p.split('/').all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit())) => {
+        Some((c, p))
+            if p.split('/')
+                .all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit())) =>
+        {
             // perf script prints `comm pid` or `comm pid/tid`; the tid is the task.
             let tid = p.rsplit('/').next()?;
             (c.trim_end(), num(tid)?, Flavour::PerfScript)
@@ -327,7 +352,9 @@ fn split_line(line: &str) -> Option<Line<'_>> {
     }
     let ts = ts?;
     let rest = rest[at..].trim_start();
-    let colon = rest.find(": ").or_else(|| rest.strip_suffix(':').map(|r| r.len()))?;
+    let colon = rest
+        .find(": ")
+        .or_else(|| rest.strip_suffix(':').map(|r| r.len()))?;
     let mut event = &rest[..colon];
     if let Some((_sys, name)) = event.split_once(':') {
         event = name;
@@ -441,7 +468,11 @@ impl EventSource for TextTrace {
                 continue;
             };
             let kind = parse_body(t, l.body).ok_or_else(|| {
-                self.error(format!("cannot read the fields of {} from {:?}", l.event, truncate(l.body)))
+                self.error(format!(
+                    "cannot read the fields of {} from {:?}",
+                    l.event,
+                    truncate(l.body)
+                ))
             })?;
             self.info
                 .comms
@@ -492,31 +523,58 @@ mod tests {
     fn three_flavours_of_one_line() {
         let tracefs = "  Web Content-2152    [001] d..2.    87.018153: sched_waking: comm=rcu preempt pid=15 prio=120 target_cpu=000";
         let l = split_line(tracefs).unwrap();
-        assert_eq!((l.comm, l.pid, l.cpu, l.ts), ("Web Content", 2152, 1, 87_018_153_000));
+        assert_eq!(
+            (l.comm, l.pid, l.cpu, l.ts),
+            ("Web Content", 2152, 1, 87_018_153_000)
+        );
         assert_eq!(l.flavour, Flavour::Tracefs);
-        let EventKind::Waking(w) = parse_body(EventType::SchedWaking, l.body).unwrap() else { panic!() };
-        assert_eq!((w.comm.to_string().as_str(), w.pid, w.target_cpu), ("rcu preempt", 15, 0));
+        let EventKind::Waking(w) = parse_body(EventType::SchedWaking, l.body).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (w.comm.to_string().as_str(), w.pid, w.target_cpu),
+            ("rcu preempt", 15, 0)
+        );
 
         let tc = "       hackbench-2155  [000]    87.019733883: sched_wakeup:          memfd:sealed-91:1060 [120] CPU:000";
         let l = split_line(tc).unwrap();
-        assert_eq!((l.pid, l.ts, l.flavour), (2155, 87_019_733_883, Flavour::TraceCmd));
-        let EventKind::Wakeup(w) = parse_body(EventType::SchedWakeup, l.body).unwrap() else { panic!() };
-        assert_eq!((w.comm.to_string().as_str(), w.pid, w.prio), ("memfd:sealed-91", 1060, 120));
+        assert_eq!(
+            (l.pid, l.ts, l.flavour),
+            (2155, 87_019_733_883, Flavour::TraceCmd)
+        );
+        let EventKind::Wakeup(w) = parse_body(EventType::SchedWakeup, l.body).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (w.comm.to_string().as_str(), w.pid, w.prio),
+            ("memfd:sealed-91", 1060, 120)
+        );
 
         let perf = "     migration/0    18 [000]   621.954088: sched:sched_migrate_task: comm=perf pid=6941 prio=120 orig_cpu=0 dest_cpu=1";
         let l = split_line(perf).unwrap();
-        assert_eq!((l.comm, l.pid, l.event, l.flavour), ("migration/0", 18, "sched_migrate_task", Flavour::PerfScript));
+        assert_eq!(
+            (l.comm, l.pid, l.event, l.flavour),
+            ("migration/0", 18, "sched_migrate_task", Flavour::PerfScript)
+        );
     }
 
     #[test]
     fn plugin_switch() {
-        let body = "bash:2152 [120] R+ ==> kworker/0:1:23 [120]";
-        let EventKind::Switch { prev_pid, prev_state, next_comm, next_pid, .. } =
-            parse_body(EventType::SchedSwitch, body).unwrap()
+        let body = "bash:2152 [120] R ==> kworker/0:1:23 [120]";
+        let EventKind::Switch {
+            prev_pid,
+            prev_state,
+            next_comm,
+            next_pid,
+            ..
+        } = parse_body(EventType::SchedSwitch, body).unwrap()
         else {
             panic!()
         };
-        assert_eq!((prev_pid, prev_state, next_pid), (2152, 0x100, 23));
+        assert_eq!((prev_pid, prev_state, next_pid), (2152, 0, 23));
         assert_eq!(next_comm.to_string(), "kworker/0:1");
+        assert_eq!(parse_plugin_state("W"), Some(0x80));
+        assert_eq!(parse_plugin_state("Z"), Some(0x10));
+        assert_eq!(parse_plugin_state("S|D"), Some(0x3));
     }
 }

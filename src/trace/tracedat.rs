@@ -16,9 +16,7 @@ use super::error::{Position, Result, TraceError};
 use super::event::Event;
 use super::format::{parse_event_format, parse_header_page, EventFormat, PageLayout};
 use super::page::ByteOrder;
-use super::stream::{
-    CpuEvents, EventSource, Merge, PagePos, PageSource, ReadStats, SourceInfo,
-};
+use super::stream::{CpuEvents, EventSource, Merge, PagePos, PageSource, ReadStats, SourceInfo};
 
 pub const MAGIC: &[u8; 10] = b"\x17\x08Dtracing";
 
@@ -34,6 +32,7 @@ mod opt {
     pub const VERSION: u16 = 9;
     pub const TIME_SHIFT: u16 = 12;
     pub const TSC2NSEC: u16 = 14;
+    pub const STRINGS: u16 = 15;
     pub const HEADER_INFO: u16 = 16;
     pub const FTRACE_EVENTS: u16 = 17;
     pub const EVENT_FORMATS: u16 = 18;
@@ -122,7 +121,11 @@ pub(super) fn parse_header_info<R: Reader>(r: &mut R) -> Result<PageLayout> {
 }
 
 /// Shared with perf.data, whose TRACING_DATA section has the v6 header layout.
-pub(super) fn parse_format_list<R: Reader>(r: &mut R, system: &str, out: &mut Vec<EventFormat>) -> Result<()> {
+pub(super) fn parse_format_list<R: Reader>(
+    r: &mut R,
+    system: &str,
+    out: &mut Vec<EventFormat>,
+) -> Result<()> {
     let n = r.u32(&format!("number of {system} event formats"))?;
     for i in 0..n {
         let text = r.sized(8, &format!("{system} event format #{i}"))?;
@@ -162,7 +165,11 @@ fn cstring(data: &[u8]) -> String {
 }
 
 /// Reads `header` bytes: the options of both versions; returns the next options offset (v7).
-fn parse_options<R: Reader>(r: &mut R, meta: &mut Metadata, sections: &mut Vec<(u16, u64)>) -> Result<u64> {
+fn parse_options<R: Reader>(
+    r: &mut R,
+    meta: &mut Metadata,
+    sections: &mut Vec<(u16, u64)>,
+) -> Result<u64> {
     loop {
         let id = r.u16("option id")?;
         if id == opt::DONE && meta.version < 7 {
@@ -170,7 +177,10 @@ fn parse_options<R: Reader>(r: &mut R, meta: &mut Metadata, sections: &mut Vec<(
         }
         let size = r.u32("option size")? as u64;
         if size > r.remaining() {
-            return Err(r.error(&format!("option {id} claims {size} bytes, only {} remain", r.remaining())));
+            return Err(r.error(&format!(
+                "option {id} claims {size} bytes, only {} remain",
+                r.remaining()
+            )));
         }
         let data = r.take(size as usize, "option data")?;
         let mut b = Bytes::new(&data, None, format!("option {id}"), Path::new(""));
@@ -210,10 +220,14 @@ fn parse_options<R: Reader>(r: &mut R, meta: &mut Metadata, sections: &mut Vec<(
                         meta.info.clock = Some(clock);
                         sections.push((opt::BUFFER, offset));
                     } else {
-                        meta.info.extra.insert(format!("instance.{name}"), "present, not read".into());
+                        meta.info
+                            .extra
+                            .insert(format!("instance.{name}"), "present, not read".into());
                     }
                 } else {
-                    meta.info.extra.insert(format!("instance.{name}"), "present, not read".into());
+                    meta.info
+                        .extra
+                        .insert(format!("instance.{name}"), "present, not read".into());
                 }
             }
             opt::TRACECLOCK => {
@@ -255,8 +269,12 @@ fn parse_options<R: Reader>(r: &mut R, meta: &mut Metadata, sections: &mut Vec<(
 
 fn open_metadata(path: &Path) -> Result<(Metadata, FileInput)> {
     let mut r = FileInput::open(path)?;
-    if r.len() == 0 {
-        return Err(TraceError::malformed(path, Position::Offset(0), "empty file, expected a trace.dat header"));
+    if r.file_len() == 0 {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(0),
+            "empty file, expected a trace.dat header",
+        ));
     }
     let magic = r.take(10, "trace.dat magic")?;
     if magic != MAGIC {
@@ -310,7 +328,9 @@ fn open_metadata(path: &Path) -> Result<(Metadata, FileInput)> {
         Codec::None => format!("trace.dat v{version}"),
         c => format!("trace.dat v{version} ({})", c.name()),
     };
-    meta.info.extra.insert("page_size".into(), page_size.to_string());
+    meta.info
+        .extra
+        .insert("page_size".into(), page_size.to_string());
     if meta.layout.is_none() {
         return Err(r.error("file has no header_page description"));
     }
@@ -349,7 +369,12 @@ fn read_v6(r: &mut FileInput, meta: &mut Metadata) -> Result<()> {
 }
 
 /// Reads a v7 section header at `offset` and returns its (decompressed) content.
-fn read_section(r: &mut FileInput, meta: &Metadata, offset: u64, want: u16) -> Result<(Vec<u8>, Option<u64>)> {
+fn read_section(
+    r: &mut FileInput,
+    meta: &Metadata,
+    offset: u64,
+    want: u16,
+) -> Result<(Vec<u8>, Option<u64>)> {
     r.seek(offset, "section")?;
     let id = r.u16("section id")?;
     if id != want {
@@ -359,7 +384,10 @@ fn read_section(r: &mut FileInput, meta: &Metadata, offset: u64, want: u16) -> R
     r.u32("section description")?;
     let size = r.u64("section size")?;
     if size > r.remaining() {
-        return Err(r.error(&format!("section claims {size} bytes, only {} remain", r.remaining())));
+        return Err(r.error(&format!(
+            "section claims {size} bytes, only {} remain",
+            r.remaining()
+        )));
     }
     if flags & 1 == 0 {
         let base = r.pos();
@@ -374,10 +402,9 @@ fn read_section(r: &mut FileInput, meta: &Metadata, offset: u64, want: u16) -> R
         )));
     }
     let data = r.take(csize as usize, "compressed section")?;
-    let out = meta
-        .codec
-        .decompress(&data, usize_ as usize)
-        .map_err(|e| TraceError::malformed(r.path(), Position::Offset(at), format!("section {id}: {e}")))?;
+    let out = meta.codec.decompress(&data, usize_ as usize).map_err(|e| {
+        TraceError::malformed(r.path(), Position::Offset(at), format!("section {id}: {e}"))
+    })?;
     Ok((out, None))
 }
 
@@ -398,6 +425,7 @@ fn read_v7(r: &mut FileInput, meta: &mut Metadata) -> Result<()> {
     let mut next = r.u64("first options offset")?;
     let mut sections = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut options_end = 0;
     while next != 0 {
         if !seen.insert(next) {
             return Err(r.error(&format!("options sections loop back to {next:#x}")));
@@ -407,6 +435,16 @@ fn read_v7(r: &mut FileInput, meta: &mut Metadata) -> Result<()> {
         let mut b = Bytes::new(&data, base, format!("options section at {next:#x}"), &path);
         b.big_endian = meta.order.big_endian;
         next = parse_options(&mut b, meta, &mut sections).map_err(|e| relabel(e, r.path()))?;
+        options_end = options_end.max(r.pos());
+    }
+    // trace-cmd writes the section-description strings last, right after the final
+    // options section. Nothing here needs them, but reading them is what tells a file
+    // cut short in its last bytes from a whole one.
+    if r.file_len() > options_end {
+        r.seek(options_end, "strings section")?;
+        if r.u16("section id")? == opt::STRINGS {
+            read_section(r, meta, options_end, opt::STRINGS)?;
+        }
     }
     for (id, offset) in sections {
         if id == opt::BUFFER {
@@ -490,7 +528,10 @@ impl ChunkPages {
 
     fn read_u32(&mut self, what: &str) -> Result<u32> {
         if self.pos + 4 > self.end {
-            return Err(self.err(self.pos, format!("expected {what}, CPU data ends at {:#x}", self.end)));
+            return Err(self.err(
+                self.pos,
+                format!("expected {what}, CPU data ends at {:#x}", self.end),
+            ));
         }
         let mut b = [0u8; 4];
         self.file
@@ -514,7 +555,10 @@ impl PageSource for ChunkPages {
             if self.pos + csize > self.end || usize_ > MAX_BLOCK {
                 return Err(self.err(
                     self.chunk_at,
-                    format!("chunk of {csize} compressed bytes runs past the CPU data end at {:#x}", self.end),
+                    format!(
+                        "chunk of {csize} compressed bytes runs past the CPU data end at {:#x}",
+                        self.end
+                    ),
                 ));
             }
             let mut data = vec![0u8; csize as usize];
@@ -552,7 +596,7 @@ impl TraceDat {
     pub fn open(path: &Path) -> Result<TraceDat> {
         let (meta, input) = open_metadata(path)?;
         let layout = meta.layout.expect("checked in open_metadata");
-        let file_len = input.len();
+        let file_len = input.file_len();
         drop(input);
         let decoder = Arc::new(Decoder::new(&meta.formats, meta.order.big_endian));
         let mut cpus = Vec::new();
@@ -560,7 +604,10 @@ impl TraceDat {
             if c.size == 0 {
                 continue;
             }
-            if c.offset.checked_add(c.size).is_none_or(|end| end > file_len) {
+            if c.offset
+                .checked_add(c.size)
+                .is_none_or(|end| end > file_len)
+            {
                 return Err(TraceError::malformed(
                     path,
                     Position::Offset(c.offset),
