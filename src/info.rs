@@ -46,37 +46,44 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
     // Tasks between sched_waking and sched_wakeup.
     let mut waking: HashMap<i32, ()> = HashMap::new();
     let (mut wakeups, mut wmig, mut omig) = (0u64, 0u64, 0u64);
-    while let Some(e) = src.next_event()? {
-        tally.add(&e);
-        match &e.kind {
-            EventKind::Switch {
-                prev_pid, next_pid, ..
-            } => {
-                if let Some((pid, since)) = running.get(&e.cpu) {
-                    if pid == prev_pid && *pid != 0 {
-                        runtime.entry(*pid).or_default().0 += e.ts.saturating_sub(*since);
+    let mut batch = Vec::with_capacity(1 << 14);
+    loop {
+        batch.clear();
+        if src.next_batch(&mut batch, 1 << 14)? == 0 {
+            break;
+        }
+        for e in &batch {
+            tally.add(e);
+            match &e.kind {
+                EventKind::Switch {
+                    prev_pid, next_pid, ..
+                } => {
+                    if let Some((pid, since)) = running.get(&e.cpu) {
+                        if pid == prev_pid && *pid != 0 {
+                            runtime.entry(*pid).or_default().0 += e.ts.saturating_sub(*since);
+                        }
+                    }
+                    running.insert(e.cpu, (*next_pid, e.ts));
+                    if *next_pid != 0 {
+                        runtime.entry(*next_pid).or_default().1 += 1;
                     }
                 }
-                running.insert(e.cpu, (*next_pid, e.ts));
-                if *next_pid != 0 {
-                    runtime.entry(*next_pid).or_default().1 += 1;
+                EventKind::Waking(w) => {
+                    waking.insert(w.pid, ());
                 }
-            }
-            EventKind::Waking(w) => {
-                waking.insert(w.pid, ());
-            }
-            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                wakeups += 1;
-                waking.remove(&w.pid);
-            }
-            EventKind::Migrate { pid, .. } => {
-                if waking.contains_key(pid) {
-                    wmig += 1;
-                } else {
-                    omig += 1;
+                EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                    wakeups += 1;
+                    waking.remove(&w.pid);
                 }
+                EventKind::Migrate { pid, .. } => {
+                    if waking.contains_key(pid) {
+                        wmig += 1;
+                    } else {
+                        omig += 1;
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
     }
     // Tasks still running at the end ran until the last event.

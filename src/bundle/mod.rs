@@ -16,6 +16,8 @@ use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceIn
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
 
 pub const META_FILE: &str = "meta.json";
+/// Events handed from a reader to a writer at a time.
+const BATCH_EVENTS: usize = 1 << 14;
 /// Bumped whenever meta.json or the Parquet columns change incompatibly.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -221,13 +223,18 @@ fn write_into(
     let events_path = dir.join(EVENTS_FILE);
     let mut w = EventWriter::create(&events_path).map_err(|e| berr(&events_path, e))?;
     let mut tally = Tally::default();
-    while let Some(e) = source.next_event()? {
-        tally.add(&e);
-        w.push(&e).map_err(|m| berr(&events_path, m))?;
-        if tally.events % (1 << 16) == 0 {
-            if let Some(p) = opts.progress.as_mut() {
-                p(tally.events);
-            }
+    let mut batch = Vec::with_capacity(BATCH_EVENTS);
+    loop {
+        batch.clear();
+        if source.next_batch(&mut batch, BATCH_EVENTS)? == 0 {
+            break;
+        }
+        for e in &batch {
+            tally.add(e);
+            w.push(e).map_err(|m| berr(&events_path, m))?;
+        }
+        if let Some(p) = opts.progress.as_mut() {
+            p(tally.events);
         }
     }
     w.finish().map_err(|m| berr(&events_path, m))?;

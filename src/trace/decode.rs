@@ -63,13 +63,27 @@ pub enum Decoded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError(pub String);
 
+#[cold]
+fn short_record(len: usize, loc: Loc) -> DecodeError {
+    DecodeError(format!(
+        "record of {len} bytes too short for a field at {}+{}",
+        loc.offset, loc.size
+    ))
+}
+
+#[cold]
+fn odd_width(n: usize) -> DecodeError {
+    DecodeError(format!("integer field of {n} bytes"))
+}
+
 /// Decodes records of one trace, keyed by the `common_type` id each record starts with.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     big_endian: bool,
     common_type: Loc,
     common_pid: Loc,
-    layouts: Vec<Option<Layout>>,
+    /// Per event id: its layout and the record length every inline field fits in.
+    layouts: Vec<Option<(Layout, usize)>>,
     names: Vec<Option<String>>,
     /// Known event types whose format lacked a field the model needs.
     pub unusable: Vec<(String, String)>,
@@ -152,7 +166,15 @@ impl Decoder {
                 continue;
             };
             match layout_for(fmt, t) {
-                Ok(l) => layouts[fmt.id as usize] = Some(l),
+                Ok(l) => {
+                    let min_len = fmt
+                        .fields
+                        .iter()
+                        .map(|f| f.offset + f.size)
+                        .max()
+                        .unwrap_or(0);
+                    layouts[fmt.id as usize] = Some((l, min_len))
+                }
                 Err(why) => unusable.push((fmt.name.clone(), why)),
             }
         }
@@ -173,7 +195,7 @@ impl Decoder {
 
     /// Whether the trace's formats describe this event type at all.
     pub fn knows(&self, t: EventType) -> bool {
-        self.layouts.iter().flatten().any(|l| match l {
+        self.layouts.iter().flatten().any(|(l, _)| match l {
             Layout::Switch { .. } => t == EventType::SchedSwitch,
             Layout::Wake(w, _) | Layout::Softirq(w, _) => *w == t,
             Layout::Migrate(_) => t == EventType::SchedMigrateTask,
@@ -184,31 +206,31 @@ impl Decoder {
         })
     }
 
+    /// Whether records of this id decode to an event of the model.
+    #[inline]
+    pub fn is_known(&self, id: u16) -> bool {
+        matches!(self.layouts.get(id as usize), Some(Some(_)))
+    }
+
+    #[inline]
     pub fn event_id(&self, data: &[u8]) -> Result<u16, DecodeError> {
         Ok(self.int(data, self.common_type)? as u16)
     }
 
+    #[inline(always)]
     fn int(&self, data: &[u8], loc: Loc) -> Result<i64, DecodeError> {
-        let bytes = data.get(loc.offset..loc.offset + loc.size).ok_or_else(|| {
-            DecodeError(format!(
-                "record of {} bytes too short for a field at {}+{}",
-                data.len(),
-                loc.offset,
-                loc.size
-            ))
-        })?;
-        let mut buf = [0u8; 8];
-        let raw = match (bytes.len(), self.big_endian) {
-            (1, _) => bytes[0] as u64,
-            (2 | 4 | 8, false) => {
-                buf[..bytes.len()].copy_from_slice(bytes);
-                u64::from_le_bytes(buf)
-            }
-            (2 | 4 | 8, true) => {
-                buf[8 - bytes.len()..].copy_from_slice(bytes);
-                u64::from_be_bytes(buf)
-            }
-            (n, _) => return Err(DecodeError(format!("integer field of {n} bytes"))),
+        let Some(b) = data.get(loc.offset..loc.offset + loc.size) else {
+            return Err(short_record(data.len(), loc));
+        };
+        let raw = match (b.len(), self.big_endian) {
+            (4, false) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
+            (8, false) => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            (2, false) => u16::from_le_bytes([b[0], b[1]]) as u64,
+            (4, true) => u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64,
+            (8, true) => u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            (2, true) => u16::from_be_bytes([b[0], b[1]]) as u64,
+            (1, _) => b[0] as u64,
+            (n, _) => return Err(odd_width(n)),
         };
         let bits = loc.size * 8;
         Ok(if loc.signed && bits < 64 {
@@ -219,6 +241,7 @@ impl Decoder {
         })
     }
 
+    #[inline(always)]
     fn bytes<'a>(&self, data: &'a [u8], loc: Loc) -> Result<&'a [u8], DecodeError> {
         let range = match loc.placement {
             Placement::Inline => loc.offset..loc.offset + loc.size,
@@ -248,10 +271,12 @@ impl Decoder {
         })
     }
 
+    #[inline(always)]
     fn comm(&self, data: &[u8], loc: Loc) -> Result<Comm, DecodeError> {
         Ok(Comm::from_bytes(self.bytes(data, loc)?))
     }
 
+    #[inline(always)]
     fn i32(&self, data: &[u8], loc: Loc) -> Result<i32, DecodeError> {
         Ok(self.int(data, loc)? as i32)
     }
@@ -259,9 +284,20 @@ impl Decoder {
     /// Decodes one record (starting with its common fields).
     pub fn decode(&self, data: &[u8]) -> Result<Decoded, DecodeError> {
         let id = self.event_id(data)?;
-        let Some(Some(layout)) = self.layouts.get(id as usize) else {
+        let Some(Some((layout, min_len))) = self.layouts.get(id as usize) else {
             return Ok(Decoded::Unknown { id });
         };
+        if data.len() < *min_len {
+            return Err(short_record(
+                data.len(),
+                Loc {
+                    offset: 0,
+                    size: *min_len,
+                    signed: false,
+                    placement: Placement::Inline,
+                },
+            ));
+        }
         let common_pid = self.i32(data, self.common_pid)?;
         let wake = |l: &[Loc; 4]| -> Result<Wake, DecodeError> {
             Ok(Wake {

@@ -14,11 +14,14 @@ pub struct Comm {
 impl Comm {
     /// Builds a comm from raw bytes, stopping at the first NUL; longer names are cut at 16
     /// bytes, the kernel's own limit for the fields this model carries.
+    #[inline]
     pub fn from_bytes(raw: &[u8]) -> Comm {
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        let len = end.min(16);
         let mut bytes = [0u8; 16];
-        bytes[..len].copy_from_slice(&raw[..len]);
+        let n = raw.len().min(16);
+        bytes[..n].copy_from_slice(&raw[..n]);
+        // The name ends at the first NUL (fixed arrays are NUL-padded).
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(16);
+        bytes[len..].fill(0);
         Comm {
             bytes,
             len: len as u8,

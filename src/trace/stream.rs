@@ -55,6 +55,19 @@ pub struct ReadStats {
 pub trait EventSource {
     fn info(&self) -> &SourceInfo;
     fn next_event(&mut self) -> Result<Option<Event>>;
+    /// Appends up to `max` events to `out` and returns how many; 0 means the end. The
+    /// fast way to stream: readers that can fill a batch in place do so.
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let mut n = 0;
+        while n < max {
+            match self.next_event()? {
+                Some(e) => out.push(e),
+                None => break,
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
     /// Losses and skipped events seen so far; complete once `next_event` returned None.
     fn stats(&self) -> ReadStats;
 }
@@ -83,8 +96,20 @@ impl PagePos {
 
 /// Delivers the raw pages of one CPU's ring buffer in order.
 pub trait PageSource: Send {
-    /// The next page and where it came from (for error messages), or None at the end.
-    fn next_page(&mut self) -> Result<Option<(&[u8], PagePos)>>;
+    /// Fills `page` with the next page and says where it came from (for error messages),
+    /// or returns None at the end.
+    fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>>;
+}
+
+/// A data record of the current page: decoded only when taken.
+#[derive(Debug, Clone, Copy)]
+struct PendingRecord {
+    ts: u64,
+    /// Payload range within the page.
+    start: u32,
+    len: u32,
+    /// Offset of the record header within the page, for errors.
+    header: u32,
 }
 
 /// One CPU's events, decoded a page at a time.
@@ -95,7 +120,9 @@ pub struct CpuEvents {
     decoder: Arc<Decoder>,
     layout: PageLayout,
     order: ByteOrder,
-    buf: Vec<Event>,
+    page: Vec<u8>,
+    page_pos: PagePos,
+    records: Vec<PendingRecord>,
     next: usize,
     last_ts: Option<u64>,
     /// A loss seen in a page header, waiting for the page's first event timestamp.
@@ -120,7 +147,9 @@ impl CpuEvents {
             decoder,
             layout,
             order,
-            buf: Vec::with_capacity(128),
+            page: Vec::new(),
+            page_pos: PagePos::File(0),
+            records: Vec::with_capacity(256),
             next: 0,
             last_ts: None,
             pending_loss: None,
@@ -129,12 +158,13 @@ impl CpuEvents {
         }
     }
 
-    /// Decodes pages until one yields events or the source ends.
+    /// Reads pages until one holds events of the model, or the source ends. Records are
+    /// located here and decoded when taken, so the merge only ever touches timestamps.
     fn fill(&mut self) -> Result<bool> {
-        self.buf.clear();
+        self.records.clear();
         self.next = 0;
-        while self.buf.is_empty() {
-            let Some((page, pos)) = self.pages.next_page()? else {
+        while self.records.is_empty() {
+            let Some(pos) = self.pages.next_page(&mut self.page)? else {
                 if let Some(count) = self.pending_loss.take() {
                     self.lost.push(LostWindow {
                         cpu: self.cpu,
@@ -145,80 +175,93 @@ impl CpuEvents {
                 }
                 return Ok(false);
             };
-            let cpu = self.cpu;
-            let path = &self.path;
-            let fail = |off: usize, part: &str, what: &str| {
-                let (at, note) = pos.locate(off);
-                TraceError::malformed(path, at, format!("CPU {cpu} {part}{note}: {what}"))
-            };
-            let (header, mut records) = PageIter::new(page, &self.layout, self.order)
-                .map_err(|e| fail(e.offset, "page header", &e.what))?;
+            self.page_pos = pos;
+            let (header, mut iter) = PageIter::new(&self.page, &self.layout, self.order)
+                .map_err(|e| self.fail(e.offset, "page header", &e.what))?;
             match header.missed {
                 Missed::None => {}
                 Missed::Unknown => self.pending_loss = Some(None),
                 Missed::Count(n) => self.pending_loss = Some(Some(n)),
             }
             loop {
-                let rec = records
-                    .next_record()
-                    .map_err(|e| fail(e.offset, "record", &e.what))?;
-                let Some(rec) = rec else { break };
-                let decoded = self
-                    .decoder
-                    .decode(rec.data)
-                    .map_err(|e| fail(rec.offset, "event", &e.0))?;
-                match decoded {
-                    Decoded::Known { common_pid, kind } => {
-                        if let Some(count) = self.pending_loss.take() {
-                            self.lost.push(LostWindow {
-                                cpu: self.cpu,
-                                after_ts: self.last_ts,
-                                before_ts: Some(rec.ts),
-                                count,
-                            });
-                        }
-                        self.buf.push(Event {
-                            ts: rec.ts,
-                            cpu: self.cpu,
-                            common_pid,
-                            kind,
-                        });
+                let rec = match iter.next_record() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(e) => return Err(self.fail(e.offset, "record", &e.what)),
+                };
+                let id = match self.decoder.event_id(rec.data) {
+                    Ok(id) => id,
+                    Err(e) => return Err(self.fail(rec.offset, "event", &e.0)),
+                };
+                if !self.decoder.is_known(id) {
+                    let i = id as usize;
+                    if self.unknown.len() <= i {
+                        self.unknown.resize(i + 1, 0);
                     }
-                    Decoded::Unknown { id } => {
-                        let i = id as usize;
-                        if self.unknown.len() <= i {
-                            self.unknown.resize(i + 1, 0);
-                        }
-                        self.unknown[i] += 1;
-                    }
+                    self.unknown[i] += 1;
+                    continue;
+                }
+                let start = rec.data.as_ptr() as usize - self.page.as_ptr() as usize;
+                self.records.push(PendingRecord {
+                    ts: rec.ts,
+                    start: start as u32,
+                    len: rec.data.len() as u32,
+                    header: rec.offset as u32,
+                });
+            }
+            if let Some(first) = self.records.first() {
+                if let Some(count) = self.pending_loss.take() {
+                    self.lost.push(LostWindow {
+                        cpu: self.cpu,
+                        after_ts: self.last_ts,
+                        before_ts: Some(first.ts),
+                        count,
+                    });
                 }
             }
         }
-        self.last_ts = self.buf.last().map(|e| e.ts);
+        self.last_ts = self.records.last().map(|r| r.ts);
         Ok(true)
     }
 
-    fn peek_ts(&mut self) -> Result<Option<u64>> {
-        if self.next >= self.buf.len() && !self.fill()? {
-            return Ok(None);
-        }
-        Ok(Some(self.buf[self.next].ts))
+    #[cold]
+    fn fail(&self, off: usize, part: &str, what: &str) -> TraceError {
+        let (at, note) = self.page_pos.locate(off);
+        TraceError::malformed(
+            &self.path,
+            at,
+            format!("CPU {} {part}{note}: {what}", self.cpu),
+        )
     }
 
-    fn take(&mut self) -> Event {
-        let i = self.next;
+    #[inline]
+    fn peek_ts(&mut self) -> Result<Option<u64>> {
+        if self.next >= self.records.len() && !self.fill()? {
+            return Ok(None);
+        }
+        Ok(Some(self.records[self.next].ts))
+    }
+
+    /// Decodes the record `peek_ts` reported.
+    #[inline]
+    fn take(&mut self) -> Result<Event> {
+        let r = self.records[self.next];
         self.next += 1;
-        // Events are moved out by swapping in a cheap placeholder; the buffer is cleared on
-        // the next fill.
-        std::mem::replace(
-            &mut self.buf[i],
-            Event {
-                ts: 0,
-                cpu: 0,
-                common_pid: 0,
-                kind: super::event::EventKind::SoftirqExit { vec: 0 },
-            },
-        )
+        let data = &self.page[r.start as usize..(r.start + r.len) as usize];
+        match self.decoder.decode(data) {
+            Ok(Decoded::Known { common_pid, kind }) => Ok(Event {
+                ts: r.ts,
+                cpu: self.cpu,
+                common_pid,
+                kind,
+            }),
+            Ok(Decoded::Unknown { id }) => Err(self.fail(
+                r.header as usize,
+                "event",
+                &format!("event id {id} changed meaning"),
+            )),
+            Err(e) => Err(self.fail(r.header as usize, "event", &e.0)),
+        }
     }
 
     pub fn lost(&self) -> &[LostWindow] {
@@ -241,10 +284,12 @@ impl CpuEvents {
 }
 
 /// Merges per-CPU streams by timestamp. Ties go to the lower CPU, as `trace-cmd report`
-/// orders them.
+/// orders them. The CPU being drained stays out of the heap while its events are still
+/// the earliest, so runs of events from one CPU cost no heap operations.
 pub struct Merge {
     cpus: Vec<CpuEvents>,
     heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
+    current: Option<(u64, usize)>,
     started: bool,
 }
 
@@ -254,6 +299,7 @@ impl Merge {
         Merge {
             cpus,
             heap: BinaryHeap::new(),
+            current: None,
             started: false,
         }
     }
@@ -266,15 +312,69 @@ impl Merge {
                     self.heap.push(std::cmp::Reverse((ts, i)));
                 }
             }
+            self.current = self.heap.pop().map(|r| r.0);
         }
-        let Some(std::cmp::Reverse((_, i))) = self.heap.pop() else {
+        let Some((_, i)) = self.current else {
             return Ok(None);
         };
-        let ev = self.cpus[i].take();
-        if let Some(ts) = self.cpus[i].peek_ts()? {
-            self.heap.push(std::cmp::Reverse((ts, i)));
-        }
+        let ev = self.cpus[i].take()?;
+        self.current = match self.cpus[i].peek_ts()? {
+            Some(ts) => match self.heap.peek() {
+                Some(top) if top.0 < (ts, i) => {
+                    let next = self.heap.pop().map(|r| r.0);
+                    self.heap.push(std::cmp::Reverse((ts, i)));
+                    next
+                }
+                _ => Some((ts, i)),
+            },
+            None => self.heap.pop().map(|r| r.0),
+        };
         Ok(Some(ev))
+    }
+
+    /// Appends up to `max` events to `out`, draining each CPU while its events are the
+    /// earliest.
+    pub fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let mut n = 0;
+        while n < max {
+            if !self.started {
+                match self.next_event()? {
+                    Some(e) => {
+                        out.push(e);
+                        n += 1;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            let Some((_, i)) = self.current else { break };
+            // The earliest event of any other CPU bounds how far CPU i may run ahead.
+            let limit = self.heap.peek().map(|r| r.0);
+            let cpu = &mut self.cpus[i];
+            loop {
+                out.push(cpu.take()?);
+                n += 1;
+                match cpu.peek_ts()? {
+                    Some(ts) if n < max && limit.is_none_or(|l| (ts, i) < l) => continue,
+                    Some(ts) => {
+                        self.current = match limit {
+                            Some(l) if l < (ts, i) => {
+                                self.heap.pop();
+                                self.heap.push(std::cmp::Reverse((ts, i)));
+                                Some(l)
+                            }
+                            _ => Some((ts, i)),
+                        };
+                        break;
+                    }
+                    None => {
+                        self.current = self.heap.pop().map(|r| r.0);
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(n)
     }
 
     pub fn stats(&self) -> ReadStats {

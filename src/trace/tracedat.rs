@@ -490,20 +490,21 @@ struct RawPages {
     path: PathBuf,
     pos: u64,
     end: u64,
-    page: Vec<u8>,
+    page_size: usize,
 }
 
 impl PageSource for RawPages {
-    fn next_page(&mut self) -> Result<Option<(&[u8], PagePos)>> {
-        if self.pos + self.page.len() as u64 > self.end {
+    fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>> {
+        if self.pos + self.page_size as u64 > self.end {
             return Ok(None);
         }
+        page.resize(self.page_size, 0);
         self.file
-            .read_exact(&mut self.page)
+            .read_exact(page)
             .map_err(|e| TraceError::io(&self.path, e))?;
         let at = self.pos;
-        self.pos += self.page.len() as u64;
-        Ok(Some((&self.page, PagePos::File(at))))
+        self.pos += self.page_size as u64;
+        Ok(Some(PagePos::File(at)))
     }
 }
 
@@ -543,7 +544,7 @@ impl ChunkPages {
 }
 
 impl PageSource for ChunkPages {
-    fn next_page(&mut self) -> Result<Option<(&[u8], PagePos)>> {
+    fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>> {
         while self.next_in_chunk + self.page_size > self.chunk.len() {
             if self.chunks_left == 0 {
                 return Ok(None);
@@ -574,13 +575,12 @@ impl PageSource for ChunkPages {
         }
         let at = self.next_in_chunk;
         self.next_in_chunk += self.page_size;
-        Ok(Some((
-            &self.chunk[at..at + self.page_size],
-            PagePos::Chunk {
-                chunk: self.chunk_at,
-                within: at,
-            },
-        )))
+        page.clear();
+        page.extend_from_slice(&self.chunk[at..at + self.page_size]);
+        Ok(Some(PagePos::Chunk {
+            chunk: self.chunk_at,
+            within: at,
+        }))
     }
 }
 
@@ -645,7 +645,7 @@ impl TraceDat {
                     path: path.into(),
                     pos: c.offset,
                     end: c.offset + c.size,
-                    page: vec![0u8; layout.page_size()],
+                    page_size: layout.page_size(),
                 })
             };
             cpus.push(CpuEvents::new(
@@ -679,6 +679,17 @@ impl EventSource for TraceDat {
             }
         }
         Ok(e)
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let start = out.len();
+        let n = self.merge.next_batch(out, max)?;
+        if self.ts_offset != 0 {
+            for e in &mut out[start..] {
+                e.ts = e.ts.wrapping_add_signed(self.ts_offset);
+            }
+        }
+        Ok(n)
     }
 
     fn stats(&self) -> ReadStats {
