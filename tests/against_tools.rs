@@ -204,3 +204,13 @@ fn v6_and_v7_of_one_capture_hold_the_same_events() {
         read_path(&sample("hackbench-v7-zstd.dat"))
     );
 }
+
+#[test]
+fn zlib_v7_holds_the_events_of_the_zstd_file_it_was_rewritten_from() {
+    let src = trace::open(&sample("hackbench-v7-zlib.dat")).unwrap();
+    assert_eq!(src.info().format, "trace.dat v7 (zlib)");
+    assert_eq!(
+        read_path(&sample("hackbench-v7-zlib.dat")),
+        read_path(&sample("hackbench-v7-zstd.dat"))
+    );
+}
