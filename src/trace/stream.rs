@@ -101,6 +101,50 @@ pub trait PageSource: Send {
     fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>>;
 }
 
+/// Pages stored back to back in a file: a trace.dat CPU section, or a capture's spool.
+pub struct FilePages {
+    file: std::io::BufReader<std::fs::File>,
+    path: PathBuf,
+    pos: u64,
+    end: u64,
+    page_size: usize,
+}
+
+impl FilePages {
+    /// Reads pages from `file`, positioned at `pos`, until `end`.
+    pub fn new(
+        file: std::io::BufReader<std::fs::File>,
+        path: &std::path::Path,
+        pos: u64,
+        end: u64,
+        page_size: usize,
+    ) -> FilePages {
+        FilePages {
+            file,
+            path: path.into(),
+            pos,
+            end,
+            page_size,
+        }
+    }
+}
+
+impl PageSource for FilePages {
+    fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>> {
+        use std::io::Read;
+        if self.pos + self.page_size as u64 > self.end {
+            return Ok(None);
+        }
+        page.resize(self.page_size, 0);
+        self.file
+            .read_exact(page)
+            .map_err(|e| TraceError::io(&self.path, e))?;
+        let at = self.pos;
+        self.pos += self.page_size as u64;
+        Ok(Some(PagePos::File(at)))
+    }
+}
+
 /// A data record of the current page: decoded only when taken.
 #[derive(Debug, Clone, Copy)]
 struct PendingRecord {

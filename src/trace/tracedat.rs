@@ -16,7 +16,9 @@ use super::error::{Position, Result, TraceError};
 use super::event::Event;
 use super::format::{parse_event_format, parse_header_page, EventFormat, PageLayout};
 use super::page::ByteOrder;
-use super::stream::{CpuEvents, EventSource, Merge, PagePos, PageSource, ReadStats, SourceInfo};
+use super::stream::{
+    CpuEvents, EventSource, FilePages, Merge, PagePos, PageSource, ReadStats, SourceInfo,
+};
 
 pub const MAGIC: &[u8; 10] = b"\x17\x08Dtracing";
 
@@ -484,30 +486,6 @@ fn relabel(e: TraceError, path: &Path) -> TraceError {
     }
 }
 
-/// Uncompressed CPU data: consecutive pages.
-struct RawPages {
-    file: BufReader<File>,
-    path: PathBuf,
-    pos: u64,
-    end: u64,
-    page_size: usize,
-}
-
-impl PageSource for RawPages {
-    fn next_page(&mut self, page: &mut Vec<u8>) -> Result<Option<PagePos>> {
-        if self.pos + self.page_size as u64 > self.end {
-            return Ok(None);
-        }
-        page.resize(self.page_size, 0);
-        self.file
-            .read_exact(page)
-            .map_err(|e| TraceError::io(&self.path, e))?;
-        let at = self.pos;
-        self.pos += self.page_size as u64;
-        Ok(Some(PagePos::File(at)))
-    }
-}
-
 /// Compressed CPU data: a chunk count, then chunks of whole pages.
 struct ChunkPages {
     file: BufReader<File>,
@@ -640,13 +618,13 @@ impl TraceDat {
                 p.chunks_left = p.read_u32("chunk count")?;
                 Box::new(p)
             } else {
-                Box::new(RawPages {
+                Box::new(FilePages::new(
                     file,
-                    path: path.into(),
-                    pos: c.offset,
-                    end: c.offset + c.size,
-                    page_size: layout.page_size(),
-                })
+                    path,
+                    c.offset,
+                    c.offset + c.size,
+                    layout.page_size(),
+                ))
             };
             cpus.push(CpuEvents::new(
                 c.cpu,
