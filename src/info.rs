@@ -34,6 +34,8 @@ pub struct Summary {
     /// All other sched_migrate_task (load balance, affinity, exec).
     pub other_migrations: u64,
     pub lost: BTreeMap<u32, CpuLoss>,
+    /// Per CPU: switches that do not continue the previous one (see bundle::Meta).
+    pub switch_gaps: BTreeMap<u32, u64>,
     pub unknown_events: BTreeMap<String, u64>,
     pub top_tasks: Vec<TaskRuntime>,
 }
@@ -131,6 +133,7 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
         wakeup_migrations: wmig,
         other_migrations: omig,
         lost: losses(&stats),
+        switch_gaps: tally.switch_gaps.clone(),
         unknown_events: stats.unknown,
         top_tasks: tasks,
     })
@@ -177,6 +180,18 @@ impl Summary {
                     l.uncounted_windows
                 );
             }
+        }
+        if !self.switch_gaps.is_empty() {
+            let gaps: Vec<String> = self
+                .switch_gaps
+                .iter()
+                .map(|(c, n)| format!("CPU {c}: {n}"))
+                .collect();
+            let _ = writeln!(
+                o,
+                "switch gaps {} (switches not continuing the previous one)",
+                gaps.join(", ")
+            );
         }
         if !self.unknown_events.is_empty() {
             let n: u64 = self.unknown_events.values().sum();

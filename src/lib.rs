@@ -1,4 +1,5 @@
 pub mod bundle;
+pub mod capture;
 pub mod info;
 pub mod topology;
 pub mod trace;

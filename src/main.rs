@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use sisreplay::bundle::{self, ImportOptions};
+use sisreplay::capture::{self, Backend, CaptureOptions};
 use sisreplay::topology::Topology;
 use sisreplay::{info, trace};
 
@@ -45,6 +46,38 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Record a scheduler trace on this machine (root) into a bundle, optionally around a
+    /// workload: `sisreplay capture --duration 10s -- hackbench -g 4 -l 1000`.
+    Capture {
+        /// How long to trace: 100s, 500ms, 2m [default: 10s]; a workload that exits first
+        /// ends the capture
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: std::time::Duration,
+        /// Bundle directory [default: traces/capture-HOST-YYYYmmdd-HHMMSS]
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Directory that holds bundles
+        #[arg(long, default_value = "traces")]
+        traces: PathBuf,
+        #[arg(long, value_enum, default_value = "tracefs")]
+        backend: BackendArg,
+        /// Events to enable, as system/name, comma-separated [default: the sched and irq
+        /// events of the model]
+        #[arg(long, value_delimiter = ',')]
+        events: Option<Vec<String>>,
+        /// Per-CPU ring buffer size in KiB
+        #[arg(long, default_value_t = 16384)]
+        buffer_kb: u32,
+        /// Record the duration of each idle-CPU search where the kernel allows it
+        #[arg(long)]
+        search_latency: bool,
+        /// Print the bundle's metadata as JSON
+        #[arg(long)]
+        json: bool,
+        /// The workload to run while tracing
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
     Info {
@@ -56,6 +89,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Tracefs,
+    Perf,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 100s or 500ms"))?;
+    let secs = match unit {
+        "s" => v,
+        "ms" => v / 1e3,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {s:?}: use s, ms, m or h")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("{s:?}: a capture needs a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// Exit code for bad input or usage, as documented.
@@ -155,6 +215,86 @@ fn import(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+fn run_capture(
+    duration: std::time::Duration,
+    output: Option<PathBuf>,
+    traces: PathBuf,
+    backend: BackendArg,
+    events: Option<Vec<String>>,
+    buffer_kb: u32,
+    search_latency: bool,
+    json: bool,
+    command: Vec<String>,
+) -> ExitCode {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    // SIGINT, SIGTERM and SIGHUP end the capture early; the bundle is still written and
+    // tracefs restored.
+    if let Err(e) =
+        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release))
+    {
+        return fail(format!("cannot install the signal handler: {e}"));
+    }
+    let opts = CaptureOptions {
+        duration,
+        output,
+        traces_dir: traces,
+        backend: match backend {
+            BackendArg::Tracefs => Backend::Tracefs,
+            BackendArg::Perf => Backend::Perf,
+        },
+        events: events.unwrap_or_else(|| {
+            capture::DEFAULT_EVENTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        }),
+        buffer_kb,
+        search_latency,
+        command,
+        argv: std::env::args().collect(),
+        stop,
+    };
+    match capture::capture(opts) {
+        Ok(meta) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&meta).expect("serialises")
+                );
+                return ExitCode::SUCCESS;
+            }
+            let cap = meta.capture.as_ref();
+            let dest = cap.and_then(|c| c.get("instance")).map(|_| ());
+            let _ = dest;
+            println!(
+                "{} events in {:.2} s, {} lost",
+                meta.events,
+                cap.and_then(|c| c["duration_s"].as_f64()).unwrap_or(0.0),
+                meta.lost_total()
+            );
+            if let Some(cpus) = cap.and_then(|c| c["cpus"].as_array()) {
+                for c in cpus {
+                    println!(
+                        "  CPU {:>3}: {:>10} events, {} overrun, {} dropped",
+                        c["cpu"], c["events"], c["overrun"], c["dropped"]
+                    );
+                }
+            }
+            if let Some(w) = cap.and_then(|c| c.get("workload")).filter(|w| !w.is_null()) {
+                println!(
+                    "workload: exit {} after {:.2} s",
+                    w["exit_code"],
+                    w["wall_s"].as_f64().unwrap_or(0.0)
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn show_info(input: Option<PathBuf>, top: usize, json: bool) -> ExitCode {
     let input = default_input(input);
     let mut src = match trace::open(&input) {
@@ -186,5 +326,26 @@ fn main() -> ExitCode {
             json,
         } => import(file, name, machine, traces, json),
         Command::Info { input, top, json } => show_info(input, top, json),
+        Command::Capture {
+            duration,
+            output,
+            traces,
+            backend,
+            events,
+            buffer_kb,
+            search_latency,
+            json,
+            command,
+        } => run_capture(
+            duration,
+            output,
+            traces,
+            backend,
+            events,
+            buffer_kb,
+            search_latency,
+            json,
+            command,
+        ),
     }
 }

@@ -56,6 +56,12 @@ pub struct Meta {
     /// Events outside the model, by `system:name`, skipped.
     pub unknown_events: BTreeMap<String, u64>,
     pub lost: BTreeMap<u32, CpuLoss>,
+    /// Per CPU: sched_switch events whose prev_pid is not the task the previous switch on
+    /// that CPU switched to. Losses explain some; kernels also omit switches silently
+    /// (seen on 6.18, also in what trace-cmd reports), and state reconstruction resyncs
+    /// at each one.
+    #[serde(default)]
+    pub switch_gaps: BTreeMap<u32, u64>,
     /// pid → the last comm seen for it.
     pub tasks: BTreeMap<i32, String>,
     /// Source facts worth keeping (tool versions, per-CPU buffer stats, uname).
@@ -80,6 +86,10 @@ pub struct Tally {
     pub tasks: BTreeMap<i32, String>,
     pub max_cpu: Option<u32>,
     by_type: [u64; 11],
+    /// Per CPU: the task the last sched_switch switched to.
+    last_next: BTreeMap<u32, i32>,
+    /// Per CPU: switches whose prev_pid is not the previous switch's next_pid.
+    pub switch_gaps: BTreeMap<u32, u64>,
 }
 
 impl Tally {
@@ -112,6 +122,11 @@ impl Tally {
             } => {
                 name(*prev_pid, prev_comm);
                 name(*next_pid, next_comm);
+                if let Some(last) = self.last_next.insert(e.cpu, *next_pid) {
+                    if last != *prev_pid {
+                        *self.switch_gaps.entry(e.cpu).or_default() += 1;
+                    }
+                }
             }
             Waking(w) | Wakeup(w) | WakeupNew(w) => name(w.pid, &w.comm),
             Migrate { comm, pid, .. } | Exit { comm, pid, .. } => name(*pid, comm),
@@ -249,7 +264,7 @@ fn write_into(
 fn build_meta(
     info: &SourceInfo,
     stats: &ReadStats,
-    tally: Tally,
+    mut tally: Tally,
     opts: &mut ImportOptions<'_>,
 ) -> Meta {
     let seen_cpus = tally.max_cpu.map_or(0, |m| m + 1);
@@ -259,6 +274,7 @@ fn build_meta(
         None => (Topology::flat(nr_cpus), true),
     };
     let counts = tally.counts_by_type();
+    let switch_gaps = std::mem::take(&mut tally.switch_gaps);
     let mut tasks = info.comms.clone();
     tasks.extend(tally.tasks);
     Meta {
@@ -279,6 +295,7 @@ fn build_meta(
         counts,
         unknown_events: stats.unknown.clone(),
         lost: losses(stats),
+        switch_gaps,
         tasks,
         extra: info.extra.clone(),
         capture: opts.capture.take(),

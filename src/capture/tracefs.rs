@@ -1,0 +1,231 @@
+//! The tracefs backend: a private instance (`instances/sisreplay-PID`) so the top-level
+//! buffer and other tracing users are left alone, the chosen events enabled there, and
+//! one reader per CPU copying binary pages from `per_cpu/cpuN/trace_pipe_raw` into a
+//! spool file. The spool is decoded afterwards by the same page decoder as trace.dat.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::trace::format::{parse_event_format, parse_header_page, EventFormat, PageLayout};
+
+use super::CaptureError;
+
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn io_err(path: &Path, e: std::io::Error) -> CaptureError {
+    CaptureError::Tracefs(format!("{}: {e}", path.display()))
+}
+
+fn write_file(path: &Path, value: &str) -> Result<(), CaptureError> {
+    fs::write(path, value).map_err(|e| io_err(path, e))
+}
+
+/// Reads a tracefs file with large reads. Some of them (events/header_page) do not keep
+/// their position across short reads and end after the first one, and the standard
+/// library's read_to_string starts with a 32-byte probe for files that report size 0.
+pub fn read_kernel_text(path: &Path) -> std::io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))
+}
+
+fn read_file(path: &Path) -> Result<String, CaptureError> {
+    read_kernel_text(path).map_err(|e| io_err(path, e))
+}
+
+/// A private tracefs instance with events enabled. Dropping it disables the events,
+/// removes the instance and unmounts tracefs if this session mounted it.
+pub struct Instance {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    events: Vec<String>,
+    mounted_here: bool,
+}
+
+impl Instance {
+    /// Mounts tracefs if needed and creates the instance with the given per-CPU buffer.
+    pub fn create(root: &Path, buffer_kb: u32) -> Result<Instance, CaptureError> {
+        let mut mounted_here = false;
+        if !root.join("events").exists() {
+            let out = Command::new("mount")
+                .args(["-t", "tracefs", "nodev"])
+                .arg(root)
+                .output()
+                .map_err(|e| CaptureError::Tracefs(format!("mount: {e}")))?;
+            if !out.status.success() {
+                return Err(CaptureError::Tracefs(format!(
+                    "tracefs is not mounted at {} and mounting it failed: {}",
+                    root.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            mounted_here = true;
+        }
+        let dir = root.join(format!("instances/sisreplay-{}", std::process::id()));
+        fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
+        let inst = Instance {
+            root: root.into(),
+            dir,
+            events: Vec::new(),
+            mounted_here,
+        };
+        write_file(&inst.dir.join("tracing_on"), "0")?;
+        write_file(&inst.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
+        Ok(inst)
+    }
+
+    /// Enables `system/name` events in the instance; names the missing one otherwise.
+    pub fn enable(&mut self, events: &[String]) -> Result<(), CaptureError> {
+        for e in events {
+            let p = self.dir.join("events").join(e).join("enable");
+            if !p.exists() {
+                return Err(CaptureError::Usage(format!(
+                    "event {e} does not exist on this kernel (no {})",
+                    p.display()
+                )));
+            }
+            write_file(&p, "1")?;
+            self.events.push(e.clone());
+        }
+        Ok(())
+    }
+
+    pub fn set_tracing(&self, on: bool) -> Result<(), CaptureError> {
+        write_file(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// The ring-buffer page layout and the formats of the enabled events, from the kernel.
+    pub fn formats(&self) -> Result<(PageLayout, Vec<EventFormat>), CaptureError> {
+        let hp = self.root.join("events/header_page");
+        let layout = parse_header_page(&read_file(&hp)?)
+            .map_err(|e| CaptureError::Tracefs(format!("{}: {e}", hp.display())))?;
+        let mut formats = Vec::new();
+        for e in &self.events {
+            let p = self.root.join("events").join(e).join("format");
+            let system = e.split('/').next().unwrap_or("");
+            let f = parse_event_format(system, &read_file(&p)?)
+                .map_err(|err| CaptureError::Tracefs(format!("{}: {err}", p.display())))?;
+            formats.push(f);
+        }
+        Ok((layout, formats))
+    }
+
+    pub fn clock(&self) -> Option<String> {
+        let t = read_kernel_text(&self.dir.join("trace_clock")).ok()?;
+        t.split('[').nth(1)?.split(']').next().map(str::to_string)
+    }
+
+    /// The instance's per-CPU statistics file, as text.
+    pub fn cpu_stats(&self, cpu: u32) -> Option<String> {
+        read_kernel_text(&self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).ok()
+    }
+
+    pub fn pipe(&self, cpu: u32) -> PathBuf {
+        self.dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.set_tracing(false);
+        for e in &self.events {
+            let _ = fs::write(self.dir.join("events").join(e).join("enable"), "0");
+        }
+        // rmdir of an instance frees its buffers; retry briefly while readers close.
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.mounted_here {
+            let _ = Command::new("umount").arg(&self.root).output();
+        }
+    }
+}
+
+/// One number from a per_cpu stats file, e.g. `overrun` or `read events`.
+pub fn stat(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A thread copying one CPU's pages into its spool file until told to stop, then
+/// draining what is left.
+pub struct Reader {
+    pub cpu: u32,
+    pub spool: PathBuf,
+    handle: JoinHandle<Result<u64, CaptureError>>,
+}
+
+impl Reader {
+    pub fn start(
+        cpu: u32,
+        pipe: PathBuf,
+        spool: PathBuf,
+        page_size: usize,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Reader, CaptureError> {
+        let mut input = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe)
+            .map_err(|e| io_err(&pipe, e))?;
+        let out = File::create(&spool).map_err(|e| io_err(&spool, e))?;
+        let spool_path = spool.clone();
+        let handle = std::thread::spawn(move || -> Result<u64, CaptureError> {
+            let mut out = BufWriter::with_capacity(1 << 20, out);
+            let mut page = vec![0u8; page_size];
+            let mut pages = 0u64;
+            loop {
+                // Read until the buffer is empty, then look at the stop flag: a stop seen
+                // before an empty read still gets everything written before it.
+                let stopping = stop.load(Ordering::Acquire);
+                match input.read(&mut page) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        // A short read is a partial page: keep the page layout.
+                        page[n..].fill(0);
+                        out.write_all(&page).map_err(|e| io_err(&spool_path, e))?;
+                        pages += 1;
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err(&pipe, e)),
+                }
+                if stopping {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            out.flush().map_err(|e| io_err(&spool_path, e))?;
+            Ok(pages)
+        });
+        Ok(Reader { cpu, spool, handle })
+    }
+
+    /// Waits for the reader to drain; returns the pages it wrote.
+    pub fn finish(self) -> Result<u64, CaptureError> {
+        self.handle
+            .join()
+            .map_err(|_| CaptureError::Tracefs(format!("reader of CPU {} panicked", self.cpu)))?
+    }
+}

@@ -1,0 +1,238 @@
+//! Real captures on this machine (root, tracefs): events of every enabled type arrive,
+//! per-CPU switch sequences are consistent, signals end a capture cleanly, and tracefs
+//! is left exactly as it was found.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sisreplay::bundle::{read_meta, Bundle};
+use sisreplay::trace::{Event, EventKind, EventSource};
+
+/// Captures touch machine-wide state; run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sisreplay")
+}
+
+fn require_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "capture tests need root (CI runs as root); they do not skip"
+    );
+}
+
+fn read(p: &str) -> String {
+    let path = Path::new(TRACEFS).join(p);
+    sisreplay::capture::tracefs::read_kernel_text(&path).unwrap_or_else(|e| format!("<{e}>"))
+}
+
+/// The tracefs settings a capture could disturb.
+fn tracefs_state() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for f in [
+        "tracing_on",
+        "buffer_size_kb",
+        "current_tracer",
+        "set_event",
+        "trace_clock",
+    ] {
+        v.push((f.to_string(), read(f)));
+    }
+    let mut inst: Vec<String> = std::fs::read_dir(Path::new(TRACEFS).join("instances"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    inst.sort();
+    v.push(("instances".into(), inst.join(",")));
+    v
+}
+
+fn events(dir: &Path) -> Vec<Event> {
+    let mut b = Bundle::open(dir).unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = b.next_event().unwrap() {
+        v.push(e);
+    }
+    v
+}
+
+/// Each CPU's switches chain: a switch's prev_pid is the previous switch's next_pid,
+/// except across a reported loss window. The 6.18 kernel of these machines also omits a
+/// few switches on its own (trace-cmd shows the same gaps in the committed samples), so
+/// the check is that at least 99% of links hold and that the bundle counts every break.
+/// Returns the number of links checked.
+fn check_switch_chains(dir: &Path, evs: &[Event]) -> usize {
+    let meta = read_meta(dir).unwrap();
+    let mut last: std::collections::HashMap<u32, (u64, i32)> = Default::default();
+    let mut checked = 0;
+    let mut broken = 0u64;
+    for e in evs {
+        if let EventKind::Switch {
+            prev_pid, next_pid, ..
+        } = e.kind
+        {
+            if let Some(&(ts, prev_next)) = last.get(&e.cpu) {
+                let lost_between = meta.lost.get(&e.cpu).is_some_and(|l| {
+                    l.windows.iter().any(|w| {
+                        w.after_ts.is_none_or(|a| a >= ts) && w.before_ts.is_none_or(|b| b <= e.ts)
+                    })
+                });
+                if !lost_between {
+                    broken += (prev_pid != prev_next) as u64;
+                    checked += 1;
+                }
+            }
+            last.insert(e.cpu, (e.ts, next_pid));
+        }
+    }
+    assert!(
+        broken * 100 <= checked as u64,
+        "{broken} of {checked} switch links broken"
+    );
+    assert_eq!(
+        meta.switch_gaps.values().sum::<u64>(),
+        broken,
+        "bundle's switch_gaps"
+    );
+    checked
+}
+
+#[test]
+fn captures_hackbench_and_leaves_tracefs_as_found() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    let before = tracefs_state();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cap");
+    let st = Command::new(bin())
+        .args(["capture", "--duration", "20s", "-o"])
+        .arg(&out)
+        .args(["--", "hackbench", "-g", "2", "-l", "2000"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(tracefs_state(), before, "tracefs changed by the capture");
+    let meta = read_meta(&out).unwrap();
+    let evs = events(&out);
+    assert_eq!(evs.len() as u64, meta.events);
+    // Every scheduler event type the workload must produce was seen.
+    for t in [
+        "sched_switch",
+        "sched_waking",
+        "sched_wakeup",
+        "sched_wakeup_new",
+        "sched_migrate_task",
+        "sched_process_fork",
+        "sched_process_exit",
+        "softirq_entry",
+        "softirq_exit",
+    ] {
+        assert!(
+            meta.counts.get(t).copied().unwrap_or(0) > 0,
+            "no {t} captured: {:?}",
+            meta.counts
+        );
+    }
+    // Every CPU in the trace is in the machine description.
+    let cpus: std::collections::BTreeSet<u32> = meta.topology.cpus.iter().map(|c| c.cpu).collect();
+    assert!(!meta.topology_assumed);
+    assert!(evs.iter().all(|e| cpus.contains(&e.cpu)));
+    assert!(check_switch_chains(&out, &evs) > 1000);
+    let cap = meta.capture.unwrap();
+    assert_eq!(cap["backend"], "tracefs");
+    assert_eq!(cap["workload"]["exit_code"], 0);
+    assert_eq!(cap["stopped_by"], "workload exit");
+    // The kernel's own per-CPU counters agree with what was decoded.
+    let counted: u64 = cap["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["events"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, meta.events);
+    assert!(cap["search_latency"]["why"].as_str().unwrap().len() > 10);
+}
+
+fn interrupted(signal: i32) {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    let before = tracefs_state();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cap");
+    let mut child = Command::new(bin())
+        .args(["capture", "--duration", "60s", "-o"])
+        .arg(&out)
+        .args(["--", "hackbench", "-g", "2", "-l", "1000000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let st = child.wait().unwrap();
+    assert!(st.success(), "capture after signal {signal}: {st:?}");
+    assert_eq!(
+        tracefs_state(),
+        before,
+        "tracefs changed after signal {signal}"
+    );
+    let meta = read_meta(&out).unwrap();
+    let cap = meta.capture.as_ref().unwrap();
+    assert_eq!(cap["stopped_by"], "signal");
+    assert!(cap["duration_s"].as_f64().unwrap() < 30.0);
+    assert_eq!(cap["workload"]["stopped_by_capture"], true);
+    let evs = events(&out);
+    assert_eq!(evs.len() as u64, meta.events);
+    assert!(meta.events > 1000);
+    check_switch_chains(&out, &evs);
+    // Only the bundle is left: no spool directory.
+    let names: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(names, vec![out]);
+}
+
+#[test]
+fn sigint_mid_capture_still_writes_the_bundle() {
+    interrupted(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_mid_capture_still_writes_the_bundle() {
+    interrupted(libc::SIGTERM);
+}
+
+#[test]
+fn refuses_to_start_without_root() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    let before = tracefs_state();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "capture",
+            "--duration",
+            "1s",
+            "-o",
+        ])
+        .arg(dir.path().join("cap"))
+        .output()
+        .expect("setpriv (util-linux) runs the capture as nobody");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs root"), "{err}");
+    assert_eq!(tracefs_state(), before);
+}
