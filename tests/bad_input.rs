@@ -181,3 +181,10 @@ fn existing_bundle_is_never_overwritten() {
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
     assert_eq!(std::fs::read(&meta).unwrap(), before);
 }
+
+#[test]
+fn perf_data_with_an_absurd_event_description_count() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-event-desc-count.data");
+    let d = std::fs::read(p).unwrap();
+    import_fails("desc.data", &d, &["offset 0x1892e", "event description section"]);
+}

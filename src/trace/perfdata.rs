@@ -23,6 +23,8 @@ use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use super::tracedat::MAGIC;
 
 pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
+/// Feature bit of HEADER_EVENT_DESC (perf's header.h).
+const EVENT_DESC_BIT: usize = 12;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
 
@@ -89,9 +91,32 @@ fn check_header(path: &Path) -> Result<()> {
     let mut entries = vec![0u8; (features * 16) as usize];
     f.read_exact(&mut entries)
         .map_err(|e| TraceError::io(path, e))?;
+    // HEADER_EVENT_DESC's entry, if present: its index among the set feature bits.
+    let bit_set = |b: usize| h[72 + b / 8] & (1 << (b % 8)) != 0;
+    let event_desc = bit_set(EVENT_DESC_BIT)
+        .then(|| (0..EVENT_DESC_BIT).filter(|&b| bit_set(b)).count());
     for (i, e) in entries.chunks(16).enumerate() {
         let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
         let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
+        if Some(i) == event_desc && off + 8 <= len && size >= 8 {
+            // The crate sizes a vector from this count before checking it against the
+            // section, so a damaged count would exhaust memory: check it here.
+            let mut nums = [0u8; 8];
+            f.seek(SeekFrom::Start(off)).map_err(|e| TraceError::io(path, e))?;
+            f.read_exact(&mut nums).map_err(|e| TraceError::io(path, e))?;
+            let nr = u32::from_le_bytes(nums[0..4].try_into().unwrap()) as u64;
+            let attr_size = u32::from_le_bytes(nums[4..8].try_into().unwrap()) as u64;
+            if nr * (attr_size + 8) > size {
+                return Err(TraceError::malformed(
+                    path,
+                    Position::Offset(off),
+                    format!(
+                        "event description section lists {nr} events of {attr_size} bytes, \
+                         more than its {size} bytes hold"
+                    ),
+                ));
+            }
+        }
         if off.checked_add(size).is_none_or(|end| end > len) {
             return Err(TraceError::malformed(
                 path,
