@@ -184,7 +184,12 @@ fn existing_bundle_is_never_overwritten() {
 
 #[test]
 fn perf_data_with_an_absurd_event_description_count() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-event-desc-count.data");
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-event-desc-count.data");
     let d = std::fs::read(p).unwrap();
-    import_fails("desc.data", &d, &["offset 0x1892e", "event description section"]);
+    import_fails(
+        "desc.data",
+        &d,
+        &["offset 0x1892e", "event description section"],
+    );
 }

@@ -104,15 +104,15 @@ fn check_switch_chains(dir: &Path, evs: &[Event]) -> usize {
     checked
 }
 
-#[test]
-fn captures_hackbench_and_leaves_tracefs_as_found() {
+/// Captures hackbench with one backend and checks the bundle; returns its event counts.
+fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>, usize) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
     let before = tracefs_state();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cap");
     let st = Command::new(bin())
-        .args(["capture", "--duration", "20s", "-o"])
+        .args(["capture", "--backend", backend, "--duration", "20s", "-o"])
         .arg(&out)
         .args(["--", "hackbench", "-g", "2", "-l", "2000"])
         .stdout(Stdio::null())
@@ -146,32 +146,66 @@ fn captures_hackbench_and_leaves_tracefs_as_found() {
     assert!(!meta.topology_assumed);
     assert!(evs.iter().all(|e| cpus.contains(&e.cpu)));
     assert!(check_switch_chains(&out, &evs) > 1000);
-    let cap = meta.capture.unwrap();
-    assert_eq!(cap["backend"], "tracefs");
+    let cap = meta.capture.as_ref().unwrap();
+    assert_eq!(cap["backend"], backend);
     assert_eq!(cap["workload"]["exit_code"], 0);
     assert_eq!(cap["stopped_by"], "workload exit");
-    // The kernel's own per-CPU counters agree with what was decoded.
-    let counted: u64 = cap["cpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["events"].as_u64().unwrap())
-        .sum();
-    assert_eq!(counted, meta.events);
+    let cpus = cap["cpus"].as_array().unwrap();
+    let decoded: u64 = cpus.iter().map(|c| c["events"].as_u64().unwrap()).sum();
+    assert_eq!(decoded, meta.events);
+    if backend == "tracefs" {
+        // The kernel's own per-CPU counters agree with what was decoded.
+        for c in cpus {
+            assert_eq!(c["kernel_events"], c["events"], "CPU {}", c["cpu"]);
+        }
+    }
     assert!(cap["search_latency"]["why"].as_str().unwrap().len() > 10);
+    let hackbench_forks = evs
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::Fork { parent_comm, .. } if parent_comm.to_string() == "hackbench"))
+        .count();
+    (meta.counts.clone(), hackbench_forks)
 }
 
-fn interrupted(signal: i32) {
+#[test]
+fn tracefs_capture_of_hackbench() {
+    capture_hackbench("tracefs");
+}
+
+#[test]
+fn perf_capture_of_hackbench() {
+    capture_hackbench("perf");
+}
+
+/// The same workload through both backends: hackbench -g 2 forks exactly 2 × (20
+/// senders + 20 receivers) = 80 workers in each; the scheduling events agree within 25%
+/// (the machine's other tasks are traced too).
+#[test]
+fn backends_agree_on_the_same_workload() {
+    let (t, t_forks) = capture_hackbench("tracefs");
+    let (p, p_forks) = capture_hackbench("perf");
+    assert_eq!((t_forks, p_forks), (80, 80));
+    for k in ["sched_switch", "sched_waking", "sched_wakeup"] {
+        let (a, b) = (t[k] as f64, p[k] as f64);
+        assert!(
+            (a - b).abs() / a.max(b) < 0.25,
+            "{k}: tracefs {a}, perf {b}"
+        );
+    }
+}
+
+fn interrupted(signal: i32, backend: &str) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
     let before = tracefs_state();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cap");
     let mut child = Command::new(bin())
-        .args(["capture", "--duration", "60s", "-o"])
+        .args(["capture", "--backend", backend, "--duration", "60s", "-o"])
         .arg(&out)
         .args(["--", "hackbench", "-g", "2", "-l", "1000000"])
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
@@ -203,12 +237,17 @@ fn interrupted(signal: i32) {
 
 #[test]
 fn sigint_mid_capture_still_writes_the_bundle() {
-    interrupted(libc::SIGINT);
+    interrupted(libc::SIGINT, "tracefs");
 }
 
 #[test]
 fn sigterm_mid_capture_still_writes_the_bundle() {
-    interrupted(libc::SIGTERM);
+    interrupted(libc::SIGTERM, "tracefs");
+}
+
+#[test]
+fn sigterm_mid_perf_capture_still_writes_the_bundle() {
+    interrupted(libc::SIGTERM, "perf");
 }
 
 #[test]

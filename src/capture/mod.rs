@@ -2,6 +2,7 @@
 //! an optional workload, and leaves tracing as it found it.
 
 pub mod machine;
+pub mod perf;
 pub mod tracefs;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use crate::bundle::{self, BundleError, ImportOptions, Meta};
 use crate::topology::Topology;
 use crate::trace::decode::Decoder;
 use crate::trace::page::ByteOrder;
-use crate::trace::stream::{CpuEvents, FilePages, Merge};
+use crate::trace::stream::{CpuEvents, CpuStream, FilePages, Merge};
 use crate::trace::{Event, EventSource, ReadStats, SourceInfo};
 
 /// The events captured unless `--events` says otherwise.
@@ -105,12 +106,18 @@ pub fn search_latency_support(root: &Path) -> SearchLatency {
 #[derive(Debug, Clone, Serialize)]
 pub struct CpuOutcome {
     pub cpu: u32,
-    pub pages: u64,
+    /// Pages (tracefs) or bytes (perf) written to the spool.
+    pub spooled: u64,
+    /// Events decoded into the bundle.
     pub events: u64,
+    /// Events the kernel says it handed out (tracefs `read events`).
+    pub kernel_events: Option<u64>,
     /// Events the kernel overwrote before they were read (`overrun` in per_cpu stats).
     pub overrun: u64,
     /// Events dropped because the buffer was full (`dropped events`).
     pub dropped: u64,
+    /// Events reported lost in page headers or PERF_RECORD_LOST.
+    pub lost_records: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,10 +152,11 @@ pub struct CaptureRecord {
     pub schedstat_after: machine::Readable,
 }
 
-/// The spool files of a capture, read as one merged stream.
+/// The spool files of a capture, read as one merged stream, counting events per CPU.
 struct Spool {
     info: SourceInfo,
-    merge: Merge,
+    merge: Merge<Box<dyn CpuStream>>,
+    per_cpu: BTreeMap<u32, u64>,
 }
 
 impl EventSource for Spool {
@@ -156,10 +164,19 @@ impl EventSource for Spool {
         &self.info
     }
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        self.merge.next_event()
+        let e = self.merge.next_event()?;
+        if let Some(e) = &e {
+            *self.per_cpu.entry(e.cpu).or_default() += 1;
+        }
+        Ok(e)
     }
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> crate::trace::Result<usize> {
-        self.merge.next_batch(out, max)
+        let start = out.len();
+        let n = self.merge.next_batch(out, max)?;
+        for e in &out[start..] {
+            *self.per_cpu.entry(e.cpu).or_default() += 1;
+        }
+        Ok(n)
     }
     fn stats(&self) -> ReadStats {
         self.merge.stats()
@@ -173,35 +190,236 @@ fn online_cpus() -> Vec<u32> {
         .unwrap_or_else(|| vec![0])
 }
 
-/// Progress on a terminal: elapsed/total, events so far, events/s, lost so far.
-fn progress(inst: &tracefs::Instance, cpus: &[u32], started: Instant, total: Duration) {
-    let (mut events, mut lost) = (0, 0);
-    for &c in cpus {
-        if let Some(s) = inst.cpu_stats(c) {
+/// What a backend leaves once stopped: per-CPU streams over its spool files, and the
+/// kernel's own per-CPU counters where it has them.
+struct Stopped {
+    streams: Vec<Box<dyn CpuStream>>,
+    /// Per CPU: (spooled pages or bytes, kernel-counted events, overrun, dropped).
+    counters: BTreeMap<u32, (u64, Option<u64>, u64, u64)>,
+    clock: Option<String>,
+    instance: String,
+    extra: BTreeMap<String, String>,
+}
+
+/// A backend while it records.
+trait Recording {
+    fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError>;
+    /// Events and losses so far, where the backend can tell cheaply.
+    fn progress(&self) -> Option<(u64, u64)>;
+    fn stop(self: Box<Self>) -> Result<Stopped, CaptureError>;
+}
+
+struct TracefsRecording {
+    inst: tracefs::Instance,
+    readers: Vec<tracefs::Reader>,
+    drain: Arc<AtomicBool>,
+    cpus: Vec<u32>,
+    layout: crate::trace::format::PageLayout,
+    decoder: Arc<Decoder>,
+    _mount: tracefs::Mount,
+}
+
+impl Recording for TracefsRecording {
+    fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError> {
+        self.inst.set_tracing(on)
+    }
+    fn progress(&self) -> Option<(u64, u64)> {
+        let (mut events, mut lost) = (0, 0);
+        for &c in &self.cpus {
+            let s = self.inst.cpu_stats(c)?;
             events += tracefs::stat(&s, "read events").unwrap_or(0)
                 + tracefs::stat(&s, "entries").unwrap_or(0);
             lost += tracefs::stat(&s, "overrun").unwrap_or(0)
                 + tracefs::stat(&s, "dropped events").unwrap_or(0);
         }
+        Some((events, lost))
     }
-    let el = started.elapsed().as_secs_f64();
-    eprint!(
-        "\r{el:6.1}/{:.0} s  {events:>10} events  {:>9.0} events/s  {lost} lost   ",
-        total.as_secs_f64(),
-        events as f64 / el.max(1e-3)
-    );
+    fn stop(self: Box<Self>) -> Result<Stopped, CaptureError> {
+        let me = *self;
+        me.inst.set_tracing(false)?;
+        me.drain.store(true, Ordering::Release);
+        let mut spools = Vec::new();
+        let mut pages = BTreeMap::new();
+        for r in me.readers {
+            let (cpu, spool) = (r.cpu, r.spool.clone());
+            pages.insert(cpu, r.finish()?);
+            spools.push((cpu, spool));
+        }
+        let mut counters = BTreeMap::new();
+        let mut extra = BTreeMap::new();
+        for &c in &me.cpus {
+            let s = me.inst.cpu_stats(c).unwrap_or_default();
+            counters.insert(
+                c,
+                (
+                    pages.get(&c).copied().unwrap_or(0),
+                    tracefs::stat(&s, "read events"),
+                    tracefs::stat(&s, "overrun").unwrap_or(0),
+                    tracefs::stat(&s, "dropped events").unwrap_or(0),
+                ),
+            );
+            extra.insert(format!("cpustat.cpu{c}"), s);
+        }
+        let clock = me.inst.clock();
+        let instance = me.inst.dir.display().to_string();
+        drop(me.inst);
+        // The spooled pages are read by the trace.dat page decoder.
+        let order = ByteOrder {
+            big_endian: cfg!(target_endian = "big"),
+        };
+        let mut streams: Vec<Box<dyn CpuStream>> = Vec::new();
+        for (cpu, path) in spools {
+            let f = std::fs::File::open(&path)
+                .map_err(|e| CaptureError::Tracefs(format!("{}: {e}", path.display())))?;
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let pages = FilePages::new(
+                std::io::BufReader::with_capacity(1 << 18, f),
+                &path,
+                0,
+                len,
+                me.layout.page_size(),
+            );
+            streams.push(Box::new(CpuEvents::new(
+                cpu,
+                path.clone(),
+                Box::new(pages),
+                me.decoder.clone(),
+                me.layout,
+                order,
+            )));
+        }
+        Ok(Stopped {
+            streams,
+            counters,
+            clock,
+            instance,
+            extra,
+        })
+    }
+}
+
+fn start_tracefs(
+    opts: &CaptureOptions,
+    root: &Path,
+    spool_dir: &Path,
+) -> Result<Box<dyn Recording>, CaptureError> {
+    let mount = tracefs::Mount::ensure(root)?;
+    let (layout, formats) = mount.formats(&opts.events)?;
+    let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
+    inst.enable(&opts.events)?;
+    let cpus = online_cpus();
+    let drain = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for &c in &cpus {
+        readers.push(tracefs::Reader::start(
+            c,
+            inst.pipe(c),
+            spool_dir.join(format!("cpu{c}.pages")),
+            layout.page_size(),
+            drain.clone(),
+        )?);
+    }
+    Ok(Box::new(TracefsRecording {
+        inst,
+        readers,
+        drain,
+        cpus,
+        layout,
+        decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
+        _mount: mount,
+    }))
+}
+
+struct PerfRecording {
+    rings: Vec<perf::CpuRing>,
+    readers: Vec<perf::Reader>,
+    drain: Arc<AtomicBool>,
+    decoder: Arc<Decoder>,
+    spool_dir: PathBuf,
+    cpus: Vec<u32>,
+    _mount: tracefs::Mount,
+}
+
+impl Recording for PerfRecording {
+    fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError> {
+        if on && self.readers.is_empty() {
+            for r in &self.rings {
+                r.enable(true)?;
+            }
+            for ring in self.rings.drain(..) {
+                let cpu = ring.cpu;
+                self.readers.push(perf::Reader::start(
+                    ring,
+                    self.spool_dir.join(format!("cpu{cpu}.perf")),
+                    self.drain.clone(),
+                )?);
+            }
+        }
+        Ok(())
+    }
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
+    fn stop(self: Box<Self>) -> Result<Stopped, CaptureError> {
+        let me = *self;
+        me.drain.store(true, Ordering::Release);
+        let mut counters = BTreeMap::new();
+        let mut streams: Vec<Box<dyn CpuStream>> = Vec::new();
+        for r in me.readers {
+            let (cpu, spool) = (r.cpu, r.spool.clone());
+            let bytes = r.finish()?;
+            counters.insert(cpu, (bytes, None, 0, 0));
+            streams.push(Box::new(
+                perf::SpoolEvents::open(cpu, &spool, me.decoder.clone())
+                    .map_err(|e| CaptureError::Tracefs(e.to_string()))?,
+            ));
+        }
+        for c in me.cpus {
+            counters.entry(c).or_insert((0, None, 0, 0));
+        }
+        Ok(Stopped {
+            streams,
+            counters,
+            clock: Some("perf".into()),
+            instance: "perf_event_open".into(),
+            extra: BTreeMap::new(),
+        })
+    }
+}
+
+fn start_perf(
+    opts: &CaptureOptions,
+    root: &Path,
+    spool_dir: &Path,
+) -> Result<Box<dyn Recording>, CaptureError> {
+    let mount = tracefs::Mount::ensure(root)?;
+    let (_, formats) = mount.formats(&opts.events)?;
+    let ids: Vec<u64> = formats.iter().map(|f| f.id as u64).collect();
+    // The ring is a power of two of pages.
+    let pages = ((opts.buffer_kb as usize * 1024) / 4096)
+        .max(8)
+        .next_power_of_two();
+    let cpus = online_cpus();
+    let mut rings = Vec::new();
+    for &c in &cpus {
+        rings.push(perf::CpuRing::open(c, &ids, pages)?);
+    }
+    Ok(Box::new(PerfRecording {
+        rings,
+        readers: Vec::new(),
+        drain: Arc::new(AtomicBool::new(false)),
+        decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
+        spool_dir: spool_dir.into(),
+        cpus,
+        _mount: mount,
+    }))
 }
 
 pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
-    if opts.backend == Backend::Perf {
-        return Err(CaptureError::Usage(
-            "the perf backend is not implemented yet; use --backend tracefs".into(),
-        ));
-    }
     if unsafe { libc::geteuid() } != 0 {
         return Err(CaptureError::Privilege(
-            "capture needs root: creating a tracefs instance and enabling events needs \
-             CAP_SYS_ADMIN (run as root or with sudo)"
+            "capture needs root: creating a tracefs instance, enabling events and opening \
+             perf events on every CPU need CAP_SYS_ADMIN (run as root or with sudo)"
                 .into(),
         ));
     }
@@ -221,15 +439,6 @@ pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
         )));
     }
     let root = Path::new(tracefs::TRACEFS);
-    let topology = Topology::from_sysfs(Path::new("/sys")).ok();
-    let sched_debug = machine::sched_debug();
-    let schedstat_before = machine::schedstat();
-    let mut search = search_latency_support(root);
-    search.requested = opts.search_latency;
-    if opts.search_latency && !search.available {
-        eprintln!("sisreplay: --search-latency: {}", search.why);
-    }
-
     let parent = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -246,57 +455,33 @@ pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
     ));
     std::fs::create_dir_all(&spool_dir)
         .map_err(|e| CaptureError::Usage(format!("{}: {e}", spool_dir.display())))?;
-    let result = run_tracefs(
-        &opts,
-        root,
-        &spool_dir,
-        &dest,
-        topology,
-        CaptureContext {
-            start_utc,
-            search,
-            sched_debug,
-            schedstat_before,
-        },
-    );
+    let result = record(&opts, root, &spool_dir, &dest, start_utc);
     let _ = std::fs::remove_dir_all(&spool_dir);
     result
 }
 
-struct CaptureContext {
-    start_utc: String,
-    search: SearchLatency,
-    sched_debug: machine::SchedDebug,
-    schedstat_before: machine::Readable,
-}
-
-fn run_tracefs(
+fn record(
     opts: &CaptureOptions,
     root: &Path,
     spool_dir: &Path,
     dest: &Path,
-    topology: Option<Topology>,
-    ctx: CaptureContext,
+    start_utc: String,
 ) -> Result<Meta, CaptureError> {
-    let mut inst = tracefs::Instance::create(root, opts.buffer_kb)?;
-    inst.enable(&opts.events)?;
-    let (layout, formats) = inst.formats()?;
-    let cpus = online_cpus();
-    let mut readers = Vec::new();
-    let drain = Arc::new(AtomicBool::new(false));
-    for &c in &cpus {
-        readers.push(tracefs::Reader::start(
-            c,
-            inst.pipe(c),
-            spool_dir.join(format!("cpu{c}.pages")),
-            layout.page_size(),
-            drain.clone(),
-        )?);
+    let topology = Topology::from_sysfs(Path::new("/sys")).ok();
+    let sched_debug = machine::sched_debug();
+    let schedstat_before = machine::schedstat();
+    let mut search = search_latency_support(root);
+    search.requested = opts.search_latency;
+    if opts.search_latency && !search.available {
+        eprintln!("sisreplay: --search-latency: {}", search.why);
     }
-    inst.set_tracing(true)?;
+    let mut rec = match opts.backend {
+        Backend::Tracefs => start_tracefs(opts, root, spool_dir)?,
+        Backend::Perf => start_perf(opts, root, spool_dir)?,
+    };
+    rec.set_tracing(true)?;
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
-
     let mut child = match opts.command.split_first() {
         Some((prog, args)) => Some(
             std::process::Command::new(prog)
@@ -317,139 +502,124 @@ fn run_tracefs(
         }
         if let Some(ch) = child.as_mut() {
             if let Ok(Some(status)) = ch.try_wait() {
-                use std::os::unix::process::ExitStatusExt;
-                workload = Some(WorkloadOutcome {
-                    command: opts.command.clone(),
-                    exit_code: status.code(),
-                    signal: status.signal(),
-                    wall_s: started.elapsed().as_secs_f64(),
-                    stopped_by_capture: false,
-                });
+                workload = Some(outcome(&opts.command, status, started, false));
                 child = None;
                 break "workload exit";
             }
         }
         if tty && last_progress.elapsed() >= Duration::from_millis(500) {
-            progress(&inst, &cpus, started, opts.duration);
+            let el = started.elapsed().as_secs_f64();
+            match rec.progress() {
+                Some((events, lost)) => eprint!(
+                    "\r{el:6.1}/{:.0} s  {events:>10} events  {:>9.0} events/s  {lost} lost   ",
+                    opts.duration.as_secs_f64(),
+                    events as f64 / el.max(1e-3)
+                ),
+                None => eprint!("\r{el:6.1}/{:.0} s   ", opts.duration.as_secs_f64()),
+            }
             last_progress = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    inst.set_tracing(false)?;
+    rec.set_tracing(false)?;
     let duration_s = started.elapsed().as_secs_f64();
     if let Some(mut ch) = child {
         // The capture ended first: stop the workload so it does not outlive the trace.
         unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
-        let status = ch.wait().ok();
-        use std::os::unix::process::ExitStatusExt;
-        workload = Some(WorkloadOutcome {
-            command: opts.command.clone(),
-            exit_code: status.and_then(|s| s.code()),
-            signal: status.and_then(|s| s.signal()),
-            wall_s: started.elapsed().as_secs_f64(),
-            stopped_by_capture: true,
-        });
+        if let Ok(status) = ch.wait() {
+            workload = Some(outcome(&opts.command, status, started, true));
+        }
     }
-    drain.store(true, Ordering::Release);
-    let mut spools = Vec::new();
-    let mut pages = BTreeMap::new();
-    for r in readers {
-        let (cpu, spool) = (r.cpu, r.spool.clone());
-        pages.insert(cpu, r.finish()?);
-        spools.push((cpu, spool));
-    }
+    let stopped = rec.stop()?;
     if tty {
         eprint!("\r{:70}\r", "");
     }
-    let stats: BTreeMap<u32, String> = cpus
-        .iter()
-        .filter_map(|&c| inst.cpu_stats(c).map(|s| (c, s)))
-        .collect();
-    let clock = inst.clock();
-    let instance = inst.dir.display().to_string();
-    drop(inst);
-
-    // Decode the spooled pages with the trace.dat page decoder.
-    let decoder = Arc::new(Decoder::new(&formats, cfg!(target_endian = "big")));
-    let order = ByteOrder {
-        big_endian: cfg!(target_endian = "big"),
-    };
-    let mut streams = Vec::new();
-    for (cpu, path) in &spools {
-        let f = std::fs::File::open(path)
-            .map_err(|e| CaptureError::Tracefs(format!("{}: {e}", path.display())))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let pages = FilePages::new(
-            std::io::BufReader::with_capacity(1 << 18, f),
-            path,
-            0,
-            len,
-            layout.page_size(),
-        );
-        streams.push(CpuEvents::new(
-            *cpu,
-            path.clone(),
-            Box::new(pages),
-            decoder.clone(),
-            layout,
-            order,
-        ));
-    }
-    let mut info = SourceInfo {
-        format: "tracefs capture".into(),
-        nr_cpus: Some(cpus.len() as u32),
-        kernel_release: machine::kernel_release(),
-        clock: clock.clone(),
-        comms: BTreeMap::new(),
-        extra: BTreeMap::new(),
-    };
-    for (c, s) in &stats {
-        info.extra.insert(format!("cpustat.cpu{c}"), s.clone());
-    }
     let mut spool = Spool {
-        info,
-        merge: Merge::new(streams),
+        info: SourceInfo {
+            format: format!(
+                "{} capture",
+                serde_json::to_value(opts.backend)
+                    .unwrap()
+                    .as_str()
+                    .unwrap_or("")
+            ),
+            nr_cpus: Some(stopped.counters.len() as u32),
+            kernel_release: machine::kernel_release(),
+            clock: stopped.clock.clone(),
+            comms: BTreeMap::new(),
+            extra: stopped.extra.clone(),
+        },
+        merge: Merge::new(stopped.streams),
+        per_cpu: BTreeMap::new(),
     };
-    let cpu_outcomes: Vec<CpuOutcome> = cpus
-        .iter()
-        .map(|&c| {
-            let s = stats.get(&c).map(String::as_str).unwrap_or("");
-            CpuOutcome {
-                cpu: c,
-                pages: pages.get(&c).copied().unwrap_or(0),
-                events: tracefs::stat(s, "read events").unwrap_or(0),
-                overrun: tracefs::stat(s, "overrun").unwrap_or(0),
-                dropped: tracefs::stat(s, "dropped events").unwrap_or(0),
-            }
-        })
-        .collect();
-    let record = CaptureRecord {
+    let mut record = CaptureRecord {
         command_line: opts.argv.clone(),
         backend: opts.backend,
-        start_utc: ctx.start_utc,
+        start_utc,
         requested_duration_s: opts.duration.as_secs_f64(),
         duration_s,
         stopped_by: stopped_by.into(),
         buffer_kb_per_cpu: opts.buffer_kb,
         events: opts.events.clone(),
-        instance,
-        clock,
-        cpus: cpu_outcomes,
+        instance: stopped.instance.clone(),
+        clock: stopped.clock.clone(),
+        cpus: Vec::new(),
         workload,
-        search_latency: ctx.search,
-        sched_debug: ctx.sched_debug,
-        schedstat_before: ctx.schedstat_before,
+        search_latency: search,
+        sched_debug,
+        schedstat_before,
         schedstat_after: machine::schedstat(),
     };
-    let meta = bundle::write_bundle(
+    // The per-CPU outcome needs the decoded counts, known only after the pass: write
+    // the bundle with a placeholder, then complete meta.json in place.
+    let mut meta = bundle::write_bundle(
         &mut spool,
         dest,
         ImportOptions {
             topology,
             source_path: Path::new(tracefs::TRACEFS),
-            capture: Some(serde_json::to_value(&record).expect("serialises")),
+            capture: None,
             progress: None,
         },
     )?;
+    let lost = spool.stats();
+    record.cpus = stopped
+        .counters
+        .iter()
+        .map(
+            |(&cpu, &(spooled, kernel_events, overrun, dropped))| CpuOutcome {
+                cpu,
+                spooled,
+                events: spool.per_cpu.get(&cpu).copied().unwrap_or(0),
+                kernel_events,
+                overrun,
+                dropped,
+                lost_records: lost
+                    .lost
+                    .iter()
+                    .filter(|w| w.cpu == cpu)
+                    .map(|w| w.count.unwrap_or(0))
+                    .sum(),
+            },
+        )
+        .collect();
+    meta.capture = Some(serde_json::to_value(&record).expect("serialises"));
+    bundle::rewrite_meta(dest, &meta)?;
     Ok(meta)
+}
+
+fn outcome(
+    command: &[String],
+    status: std::process::ExitStatus,
+    started: Instant,
+    stopped: bool,
+) -> WorkloadOutcome {
+    use std::os::unix::process::ExitStatusExt;
+    WorkloadOutcome {
+        command: command.to_vec(),
+        exit_code: status.code(),
+        signal: status.signal(),
+        wall_s: started.elapsed().as_secs_f64(),
+        stopped_by_capture: stopped,
+    }
 }

@@ -49,18 +49,14 @@ fn read_file(path: &Path) -> Result<String, CaptureError> {
     read_kernel_text(path).map_err(|e| io_err(path, e))
 }
 
-/// A private tracefs instance with events enabled. Dropping it disables the events,
-/// removes the instance and unmounts tracefs if this session mounted it.
-pub struct Instance {
+/// tracefs, mounted for the session if it was not; unmounted again on drop if so.
+pub struct Mount {
     pub root: PathBuf,
-    pub dir: PathBuf,
-    events: Vec<String>,
     mounted_here: bool,
 }
 
-impl Instance {
-    /// Mounts tracefs if needed and creates the instance with the given per-CPU buffer.
-    pub fn create(root: &Path, buffer_kb: u32) -> Result<Instance, CaptureError> {
+impl Mount {
+    pub fn ensure(root: &Path) -> Result<Mount, CaptureError> {
         let mut mounted_here = false;
         if !root.join("events").exists() {
             let out = Command::new("mount")
@@ -77,13 +73,65 @@ impl Instance {
             }
             mounted_here = true;
         }
+        Ok(Mount {
+            root: root.into(),
+            mounted_here,
+        })
+    }
+
+    /// The page layout and the formats of `system/name` events, from the kernel; names
+    /// the event that does not exist.
+    pub fn formats(
+        &self,
+        events: &[String],
+    ) -> Result<(PageLayout, Vec<EventFormat>), CaptureError> {
+        let hp = self.root.join("events/header_page");
+        let layout = parse_header_page(&read_file(&hp)?)
+            .map_err(|e| CaptureError::Tracefs(format!("{}: {e}", hp.display())))?;
+        let mut formats = Vec::new();
+        for e in events {
+            let p = self.root.join("events").join(e).join("format");
+            if !p.exists() {
+                return Err(CaptureError::Usage(format!(
+                    "event {e} does not exist on this kernel (no {})",
+                    p.display()
+                )));
+            }
+            let system = e.split('/').next().unwrap_or("");
+            let f = parse_event_format(system, &read_file(&p)?)
+                .map_err(|err| CaptureError::Tracefs(format!("{}: {err}", p.display())))?;
+            formats.push(f);
+        }
+        Ok((layout, formats))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.mounted_here {
+            let _ = Command::new("umount").arg(&self.root).output();
+        }
+    }
+}
+
+/// A private tracefs instance with events enabled. Dropping it disables the events and
+/// removes the instance.
+pub struct Instance {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    events: Vec<String>,
+}
+
+impl Instance {
+    /// Creates the instance with the given per-CPU buffer under a mounted tracefs.
+    pub fn create(mount: &Mount, buffer_kb: u32) -> Result<Instance, CaptureError> {
+        let root = &mount.root;
         let dir = root.join(format!("instances/sisreplay-{}", std::process::id()));
         fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
         let inst = Instance {
-            root: root.into(),
+            root: root.clone(),
             dir,
             events: Vec::new(),
-            mounted_here,
         };
         write_file(&inst.dir.join("tracing_on"), "0")?;
         write_file(&inst.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
@@ -108,22 +156,6 @@ impl Instance {
 
     pub fn set_tracing(&self, on: bool) -> Result<(), CaptureError> {
         write_file(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
-    }
-
-    /// The ring-buffer page layout and the formats of the enabled events, from the kernel.
-    pub fn formats(&self) -> Result<(PageLayout, Vec<EventFormat>), CaptureError> {
-        let hp = self.root.join("events/header_page");
-        let layout = parse_header_page(&read_file(&hp)?)
-            .map_err(|e| CaptureError::Tracefs(format!("{}: {e}", hp.display())))?;
-        let mut formats = Vec::new();
-        for e in &self.events {
-            let p = self.root.join("events").join(e).join("format");
-            let system = e.split('/').next().unwrap_or("");
-            let f = parse_event_format(system, &read_file(&p)?)
-                .map_err(|err| CaptureError::Tracefs(format!("{}: {err}", p.display())))?;
-            formats.push(f);
-        }
-        Ok((layout, formats))
     }
 
     pub fn clock(&self) -> Option<String> {
@@ -153,9 +185,6 @@ impl Drop for Instance {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
-        }
-        if self.mounted_here {
-            let _ = Command::new("umount").arg(&self.root).output();
         }
     }
 }

@@ -93,8 +93,8 @@ fn check_header(path: &Path) -> Result<()> {
         .map_err(|e| TraceError::io(path, e))?;
     // HEADER_EVENT_DESC's entry, if present: its index among the set feature bits.
     let bit_set = |b: usize| h[72 + b / 8] & (1 << (b % 8)) != 0;
-    let event_desc = bit_set(EVENT_DESC_BIT)
-        .then(|| (0..EVENT_DESC_BIT).filter(|&b| bit_set(b)).count());
+    let event_desc =
+        bit_set(EVENT_DESC_BIT).then(|| (0..EVENT_DESC_BIT).filter(|&b| bit_set(b)).count());
     for (i, e) in entries.chunks(16).enumerate() {
         let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
         let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
@@ -102,8 +102,10 @@ fn check_header(path: &Path) -> Result<()> {
             // The crate sizes a vector from this count before checking it against the
             // section, so a damaged count would exhaust memory: check it here.
             let mut nums = [0u8; 8];
-            f.seek(SeekFrom::Start(off)).map_err(|e| TraceError::io(path, e))?;
-            f.read_exact(&mut nums).map_err(|e| TraceError::io(path, e))?;
+            f.seek(SeekFrom::Start(off))
+                .map_err(|e| TraceError::io(path, e))?;
+            f.read_exact(&mut nums)
+                .map_err(|e| TraceError::io(path, e))?;
             let nr = u32::from_le_bytes(nums[0..4].try_into().unwrap()) as u64;
             let attr_size = u32::from_le_bytes(nums[4..8].try_into().unwrap()) as u64;
             if nr * (attr_size + 8) > size {

@@ -156,6 +156,36 @@ struct PendingRecord {
     header: u32,
 }
 
+/// One CPU's events in time order, as the merge consumes them.
+pub trait CpuStream: Send {
+    fn cpu(&self) -> u32;
+    /// Timestamp of the next event, or None at the end.
+    fn peek_ts(&mut self) -> Result<Option<u64>>;
+    /// The event `peek_ts` reported.
+    fn take(&mut self) -> Result<Event>;
+    fn lost(&self) -> &[LostWindow];
+    /// Adds counts of skipped events, by `system:name`.
+    fn unknown_counts(&self, into: &mut BTreeMap<String, u64>);
+}
+
+impl<T: CpuStream + ?Sized> CpuStream for Box<T> {
+    fn cpu(&self) -> u32 {
+        (**self).cpu()
+    }
+    fn peek_ts(&mut self) -> Result<Option<u64>> {
+        (**self).peek_ts()
+    }
+    fn take(&mut self) -> Result<Event> {
+        (**self).take()
+    }
+    fn lost(&self) -> &[LostWindow] {
+        (**self).lost()
+    }
+    fn unknown_counts(&self, into: &mut BTreeMap<String, u64>) {
+        (**self).unknown_counts(into)
+    }
+}
+
 /// One CPU's events, decoded a page at a time.
 pub struct CpuEvents {
     cpu: u32,
@@ -277,6 +307,12 @@ impl CpuEvents {
             format!("CPU {} {part}{note}: {what}", self.cpu),
         )
     }
+}
+
+impl CpuStream for CpuEvents {
+    fn cpu(&self) -> u32 {
+        self.cpu
+    }
 
     #[inline]
     fn peek_ts(&mut self) -> Result<Option<u64>> {
@@ -308,12 +344,12 @@ impl CpuEvents {
         }
     }
 
-    pub fn lost(&self) -> &[LostWindow] {
+    fn lost(&self) -> &[LostWindow] {
         &self.lost
     }
 
     /// Unknown-event counts by `system:name`.
-    pub fn unknown_counts(&self, into: &mut BTreeMap<String, u64>) {
+    fn unknown_counts(&self, into: &mut BTreeMap<String, u64>) {
         for (id, &n) in self.unknown.iter().enumerate() {
             if n > 0 {
                 let name = self
@@ -330,16 +366,16 @@ impl CpuEvents {
 /// Merges per-CPU streams by timestamp. Ties go to the lower CPU, as `trace-cmd report`
 /// orders them. The CPU being drained stays out of the heap while its events are still
 /// the earliest, so runs of events from one CPU cost no heap operations.
-pub struct Merge {
-    cpus: Vec<CpuEvents>,
+pub struct Merge<S: CpuStream = CpuEvents> {
+    cpus: Vec<S>,
     heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
     current: Option<(u64, usize)>,
     started: bool,
 }
 
-impl Merge {
-    pub fn new(mut cpus: Vec<CpuEvents>) -> Merge {
-        cpus.sort_by_key(|c| c.cpu);
+impl<S: CpuStream> Merge<S> {
+    pub fn new(mut cpus: Vec<S>) -> Merge<S> {
+        cpus.sort_by_key(|c| c.cpu());
         Merge {
             cpus,
             heap: BinaryHeap::new(),
