@@ -190,6 +190,14 @@ fn perf_data_with_an_absurd_event_description_count() {
     import_fails(
         "desc.data",
         &d,
-        &["offset 0x1892e", "event description section"],
+        &["offset 0x18936", "event description #0: attribute"],
+    );
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/perf-bad-event-name-length.data");
+    let d = std::fs::read(p).unwrap();
+    import_fails(
+        "name.data",
+        &d,
+        &["offset 0x18df6", "event description #5: name"],
     );
 }

@@ -98,24 +98,20 @@ fn check_header(path: &Path) -> Result<()> {
     for (i, e) in entries.chunks(16).enumerate() {
         let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
         let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
-        if Some(i) == event_desc && off + 8 <= len && size >= 8 {
-            // The crate sizes a vector from this count before checking it against the
-            // section, so a damaged count would exhaust memory: check it here.
-            let mut nums = [0u8; 8];
+        if Some(i) == event_desc {
+            // The crate sizes vectors from the counts and lengths in this section before
+            // checking them against it, so damaged ones would exhaust memory: walk the
+            // section here first.
+            let mut data = vec![0u8; size as usize];
             f.seek(SeekFrom::Start(off))
                 .map_err(|e| TraceError::io(path, e))?;
-            f.read_exact(&mut nums)
+            f.read_exact(&mut data)
                 .map_err(|e| TraceError::io(path, e))?;
-            let nr = u32::from_le_bytes(nums[0..4].try_into().unwrap()) as u64;
-            let attr_size = u32::from_le_bytes(nums[4..8].try_into().unwrap()) as u64;
-            if nr * (attr_size + 8) > size {
+            if let Err((at, what)) = check_event_desc(&data) {
                 return Err(TraceError::malformed(
                     path,
-                    Position::Offset(off),
-                    format!(
-                        "event description section lists {nr} events of {attr_size} bytes, \
-                         more than its {size} bytes hold"
-                    ),
+                    Position::Offset(off + at),
+                    what,
                 ));
             }
         }
@@ -129,6 +125,38 @@ fn check_header(path: &Path) -> Result<()> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Walks HEADER_EVENT_DESC: {nr, attr_size, nr × {attr, nr_ids, string, ids}}, every
+/// length checked against what is left. Returns the offset and words of the first fault.
+fn check_event_desc(d: &[u8]) -> std::result::Result<(), (u64, String)> {
+    let u32_at = |o: usize| -> std::result::Result<u64, (u64, String)> {
+        d.get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as u64)
+            .ok_or((
+                o as u64,
+                "event description section ends inside a count".into(),
+            ))
+    };
+    let nr = u32_at(0)?;
+    let attr_size = u32_at(4)?;
+    let mut at = 8u64;
+    for i in 0..nr {
+        let need = |at: u64, n: u64, what: &str| -> std::result::Result<u64, (u64, String)> {
+            if at + n > d.len() as u64 {
+                Err((at, format!("event description #{i}: {what} of {n} bytes runs past the section's {} bytes", d.len())))
+            } else {
+                Ok(at + n)
+            }
+        };
+        at = need(at, attr_size, "attribute")?;
+        let nr_ids = u32_at(at as usize)?;
+        at += 4;
+        let slen = u32_at(at as usize)?;
+        at = need(at + 4, slen, "name")?;
+        at = need(at, nr_ids * 8, "id list")?;
     }
     Ok(())
 }
