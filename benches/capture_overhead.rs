@@ -9,7 +9,10 @@ const ROUNDS: usize = 3;
 
 /// Runs a command whose stdout includes hackbench's `Time: N` line; returns N.
 fn hackbench_time(cmd: &mut Command) -> f64 {
-    let out = cmd.stderr(Stdio::null()).output().expect("hackbench (rt-tests) is needed");
+    let out = cmd
+        .stderr(Stdio::null())
+        .output()
+        .expect("hackbench (rt-tests) is needed");
     assert!(out.status.success(), "{cmd:?} failed");
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -28,7 +31,9 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let (mut plain, mut tracefs, mut perf) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        plain.push(hackbench_time(Command::new(HACKBENCH[0]).args(&HACKBENCH[1..])));
+        plain.push(hackbench_time(
+            Command::new(HACKBENCH[0]).args(&HACKBENCH[1..]),
+        ));
         for (backend, times) in [("tracefs", &mut tracefs), ("perf", &mut perf)] {
             let out = dir.path().join(format!("{backend}-{round}"));
             times.push(hackbench_time(

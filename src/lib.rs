@@ -1,5 +1,6 @@
 pub mod bundle;
 pub mod capture;
 pub mod info;
+pub mod policy;
 pub mod topology;
 pub mod trace;

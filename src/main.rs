@@ -78,6 +78,20 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// List the idle-search policies, or show one policy's parameters and scan budget
+    /// against average LLC utilisation (`--budget --llc-size 112`).
+    Policies {
+        /// A policy, with parameters: `sis_util:pct=117`
+        name: Option<String>,
+        /// Print the scan budget at LLC utilisation 0..100 % in steps of 5
+        #[arg(long)]
+        budget: bool,
+        /// LLC size for --budget
+        #[arg(long, default_value_t = 112)]
+        llc_size: u32,
+        #[arg(long)]
+        json: bool,
+    },
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
     Info {
@@ -295,6 +309,85 @@ fn run_capture(
     }
 }
 
+fn show_policies(name: Option<String>, budget: bool, llc_size: u32, json: bool) -> ExitCode {
+    use sisreplay::policy;
+    let Some(spec) = name else {
+        if budget {
+            return fail("--budget needs a policy name");
+        }
+        let all = policy::registry();
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&all).expect("serialises")
+            );
+        } else {
+            for p in all {
+                let aliases = if p.aliases.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (alias {})", p.aliases.join(", "))
+                };
+                println!(
+                    "{}{aliases}\n    {}\n    follows: {}",
+                    p.name, p.summary, p.follows
+                );
+                for q in p.params {
+                    println!("    {}={} : {}", q.name, q.default, q.doc);
+                }
+            }
+        }
+        return ExitCode::SUCCESS;
+    };
+    if let Err(e) = policy::build(&spec) {
+        return fail(e);
+    }
+    let base = spec.split(':').next().unwrap_or("");
+    let info = policy::lookup(base).expect("built above");
+    if !budget {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(info).expect("serialises")
+            );
+        } else {
+            println!("{}: {}\nfollows: {}", info.name, info.summary, info.follows);
+            for q in info.params {
+                println!("  {}={} : {}", q.name, q.default, q.doc);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    if llc_size == 0 {
+        return fail("--llc-size must be at least 1");
+    }
+    match policy::budget_curve(&spec, llc_size) {
+        Ok(curve) if json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&curve).expect("serialises")
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(curve) => {
+            println!("{spec}: CPUs scanned in a {llc_size}-CPU LLC after a periodic balance");
+            if base == "sis_prop" || base == "vanilla" || base == "cas" || base == "cas_static" {
+                println!("(SIS_PROP's budget follows the waker's idle time, not utilisation: shown for the initial 1 ms avg_idle and no scan cost yet)");
+            }
+            let (u, n): (Vec<String>, Vec<String>) = curve
+                .iter()
+                .map(|p| (format!("{:>4}", p.util_pct), format!("{:>4}", p.nr_scan)))
+                .unzip();
+            for (a, b) in u.chunks(11).zip(n.chunks(11)) {
+                println!("util%   {}", a.join(""));
+                println!("nr_scan {}", b.join(""));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn show_info(input: Option<PathBuf>, top: usize, json: bool) -> ExitCode {
     let input = default_input(input);
     let mut src = match trace::open(&input) {
@@ -326,6 +419,12 @@ fn main() -> ExitCode {
             json,
         } => import(file, name, machine, traces, json),
         Command::Info { input, top, json } => show_info(input, top, json),
+        Command::Policies {
+            name,
+            budget,
+            llc_size,
+            json,
+        } => show_policies(name, budget, llc_size, json),
         Command::Capture {
             duration,
             output,

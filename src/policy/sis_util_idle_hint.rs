@@ -1,0 +1,97 @@
+//! The follow-up seed 000 proposes for its limitation [2]: "the nr_scan should be
+//! increased if idle CPUs are detected during periodic load balance". With tasks pinned
+//! to 7 of 8 CPUs the LLC is 87.5 % utilised, merged SIS_UTIL stops scanning and the idle
+//! CPU is never found. Here the merged budget is kept, but when the last periodic
+//! balance of the LLC saw idle CPUs, at least `min_pct` % of the LLC is scanned.
+//! Not in any kernel; the default (100 %) scans until the idle CPU is found.
+
+use std::collections::HashMap;
+
+use super::sis_util::nr_idle_scan;
+use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+
+pub static INFO: PolicyInfo = PolicyInfo {
+    name: "sis_util_idle_hint",
+    aliases: &[],
+    follows: "seed 000 limitation [2] (proposal, unmerged)",
+    summary: "SIS_UTIL, but scan at least min_pct % of the LLC when balancing saw idle CPUs",
+    params: &[
+        ParamInfo {
+            name: "pct",
+            default: "117",
+            doc: "the LLC domain's imbalance_pct",
+        },
+        ParamInfo {
+            name: "min_pct",
+            default: "100",
+            doc: "share of the LLC always scanned after a balance that saw an idle CPU",
+        },
+    ],
+    replayable: true,
+};
+
+pub struct SisUtilIdleHint {
+    pct: u64,
+    min_pct: u32,
+    nr: HashMap<u32, u32>,
+}
+
+impl SisUtilIdleHint {
+    pub fn new(p: &Params) -> Result<SisUtilIdleHint, ParamError> {
+        Ok(SisUtilIdleHint {
+            pct: p.get("pct", 100..=200)?,
+            min_pct: p.get("min_pct", 0..=100)?,
+            nr: HashMap::new(),
+        })
+    }
+}
+
+impl Policy for SisUtilIdleHint {
+    fn info(&self) -> &'static PolicyInfo {
+        &INFO
+    }
+    fn on_llc_balance(&mut self, llc: u32, seen: &LlcBalance) {
+        let mut nr = nr_idle_scan(seen.sum_util, seen.weight, self.pct);
+        if seen.idle_cpus > 0 {
+            nr = nr.max((seen.weight * self.min_pct).div_ceil(100));
+        }
+        self.nr.insert(llc, nr);
+    }
+    fn budget(&mut self, ctx: &ScanContext) -> Budget {
+        Budget::Cpus(self.nr.get(&ctx.llc).copied().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seven_pinned_busy_cpus_and_one_idle() {
+        // Seed 000 limitation [2]: util 7 × 1024 over 8 CPUs = 87.5 %.
+        let seen = LlcBalance {
+            weight: 8,
+            sum_util: 7 * 1024,
+            idle_cpus: 1,
+        };
+        assert_eq!(nr_idle_scan(seen.sum_util, 8, 117), 0);
+        let mut p = SisUtilIdleHint::new(&Params::parse(&INFO, "").unwrap()).unwrap();
+        p.on_llc_balance(0, &seen);
+        assert_eq!(
+            p.budget(&ScanContext {
+                llc_size: 8,
+                ..Default::default()
+            }),
+            Budget::Cpus(8)
+        );
+        let mut half = SisUtilIdleHint::new(&Params::parse(&INFO, "min_pct=50").unwrap()).unwrap();
+        half.on_llc_balance(0, &seen);
+        assert_eq!(
+            half.budget(&ScanContext {
+                llc_size: 8,
+                ..Default::default()
+            }),
+            Budget::Cpus(4)
+        );
+    }
+}
