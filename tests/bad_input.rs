@@ -201,3 +201,12 @@ fn perf_data_with_an_absurd_event_description_count() {
         &["offset 0x18df6", "event description #5: name"],
     );
 }
+
+#[test]
+fn perf_data_with_an_absurd_cmdline_count() {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-cmdline-count.data");
+    let d = std::fs::read(p).unwrap();
+    // This one is also damaged further on; the point is a clean error, not an abort.
+    import_fails("cmdline.data", &d, &["record 0"]);
+}

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 pub enum Position {
     Offset(u64),
     Line(u64),
+    /// The n-th record of a stream whose reader does not report byte offsets.
+    Record(u64),
 }
 
 impl std::fmt::Display for Position {
@@ -15,6 +17,7 @@ impl std::fmt::Display for Position {
         match self {
             Position::Offset(o) => write!(f, "offset {o:#x}"),
             Position::Line(l) => write!(f, "line {l}"),
+            Position::Record(r) => write!(f, "record {r}"),
         }
     }
 }

@@ -200,13 +200,9 @@ pub struct PerfData {
     records: u64,
 }
 
+/// An error from the perf.data crate, which does not say where in the file it was.
 fn perf_err(path: &Path, records: u64, e: linux_perf_data::Error) -> TraceError {
-    let pos = Position::Offset(0);
-    TraceError::malformed(
-        path,
-        pos,
-        format!("perf.data record stream, after {records} records: {e}"),
-    )
+    TraceError::malformed(path, Position::Record(records), format!("perf.data: {e}"))
 }
 
 impl PerfData {
@@ -259,8 +255,15 @@ impl PerfData {
         if let Ok(Some(v)) = pf.perf_version() {
             info.extra.insert("perf".into(), v.to_string());
         }
-        if let Ok(Some(c)) = pf.cmdline() {
-            info.extra.insert("perf_cmdline".into(), c.join(" "));
+        // The crate reserves room for the CMDLINE list's count before checking it; read
+        // the list only when the count fits the section (4 bytes per string at least).
+        let cmdline_fits = pf.feature_section_data(Feature::CMDLINE).is_some_and(|d| {
+            d.len() >= 4 && u32::from_le_bytes(d[..4].try_into().unwrap()) as usize <= d.len() / 4
+        });
+        if cmdline_fits {
+            if let Ok(Some(c)) = pf.cmdline() {
+                info.extra.insert("perf_cmdline".into(), c.join(" "));
+            }
         }
         Ok(PerfData {
             path: path.into(),
@@ -335,8 +338,8 @@ impl EventSource for PerfData {
                 Err(e) => {
                     return Err(TraceError::malformed(
                         &self.path,
-                        Position::Offset(0),
-                        format!("sample record #{}: {e}", self.records),
+                        Position::Record(self.records),
+                        format!("sample record: {e}"),
                     ))
                 }
             };
@@ -348,11 +351,8 @@ impl EventSource for PerfData {
             let decoded = self.decoder.decode(&raw).map_err(|e| {
                 TraceError::malformed(
                     &self.path,
-                    Position::Offset(0),
-                    format!(
-                        "tracepoint payload of sample record #{}: {}",
-                        self.records, e.0
-                    ),
+                    Position::Record(self.records),
+                    format!("tracepoint payload of the sample: {}", e.0),
                 )
             })?;
             match decoded {
