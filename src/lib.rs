@@ -2,5 +2,6 @@ pub mod bundle;
 pub mod capture;
 pub mod info;
 pub mod policy;
+pub mod state;
 pub mod topology;
 pub mod trace;

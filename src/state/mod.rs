@@ -1,0 +1,3 @@
+//! Machine state reconstructed from the event stream, independent of any policy.
+
+pub mod pelt;

@@ -1,0 +1,176 @@
+//! PELT as kernel/sched/pelt.c computes it: time in 1024-ns units, 1024-unit periods,
+//! decay y with y³² = ½, sums decayed by the 32-entry inverse table plus shifts, averages
+//! refreshed only when a period boundary is crossed. Integer arithmetic throughout, so
+//! the small differences that decide wake_affine_weight come out as the kernel's.
+
+use std::sync::OnceLock;
+
+/// Σ 1024·yⁿ, the largest a sum can reach.
+pub const LOAD_AVG_MAX: u64 = 47742;
+const LOAD_AVG_PERIOD: u64 = 32;
+
+/// runnable_avg_yN_inv: ⌊(2³² − 1)·yⁿ⌋ for n < 32, as the kernel's generator makes it.
+fn inv_table() -> &'static [u32; 32] {
+    static T: OnceLock<[u32; 32]> = OnceLock::new();
+    T.get_or_init(|| {
+        let y = 0.5f64.powf(1.0 / 32.0);
+        let mut t = [0u32; 32];
+        for (i, v) in t.iter_mut().enumerate() {
+            *v = (((1u64 << 32) - 1) as f64 * y.powi(i as i32)) as u32;
+        }
+        t
+    })
+}
+
+/// val · yⁿ.
+pub fn decay_load(mut val: u64, n: u64) -> u64 {
+    if n > LOAD_AVG_PERIOD * 63 {
+        return 0;
+    }
+    let mut local = n;
+    if local >= LOAD_AVG_PERIOD {
+        val >>= local / LOAD_AVG_PERIOD;
+        local %= LOAD_AVG_PERIOD;
+    }
+    ((val as u128 * inv_table()[local as usize] as u128) >> 32) as u64
+}
+
+fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
+    let c1 = decay_load(d1, periods);
+    let c2 = LOAD_AVG_MAX - decay_load(LOAD_AVG_MAX, periods) - 1024;
+    c1 + c2 + d3
+}
+
+/// One sched_avg: sums, averages and the time they were brought up to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Avg {
+    pub last_update_ns: u64,
+    pub load_sum: u64,
+    pub runnable_sum: u64,
+    pub util_sum: u64,
+    pub period_contrib: u32,
+    pub load_avg: u64,
+    pub runnable_avg: u64,
+    pub util_avg: u64,
+}
+
+impl Avg {
+    pub fn starting_at(now_ns: u64) -> Avg {
+        Avg {
+            last_update_ns: now_ns,
+            ..Default::default()
+        }
+    }
+
+    /// Brings the signal up to `now_ns`, the state since the last update having been:
+    /// `load` (what load_sum accrues: 1 while a task is queued, the queued weight for a
+    /// CPU), `runnable` (count) and `running`. The averages, refreshed only when a period
+    /// boundary was crossed (the return value), use `weight` for load_avg: the task's
+    /// weight for a task, 1 for a CPU, as ___update_load_avg is called.
+    pub fn update(&mut self, now_ns: u64, load: u64, runnable: u64, running: bool, weight: u64) -> bool {
+        if now_ns < self.last_update_ns {
+            // Time went backwards (clock resync): restart from here, as the kernel does.
+            self.last_update_ns = now_ns;
+            return false;
+        }
+        let delta = (now_ns - self.last_update_ns) >> 10;
+        if delta == 0 {
+            return false;
+        }
+        self.last_update_ns += delta << 10;
+        let (runnable, running) = if load == 0 { (0, false) } else { (runnable, running) };
+        let periods = self.accumulate(delta, load, runnable, running);
+        if periods == 0 {
+            return false;
+        }
+        let divider = LOAD_AVG_MAX - 1024 + self.period_contrib as u64;
+        self.load_avg = weight * self.load_sum / divider;
+        self.runnable_avg = self.runnable_sum / divider;
+        self.util_avg = self.util_sum / divider;
+        true
+    }
+
+    fn accumulate(&mut self, delta: u64, load: u64, runnable: u64, running: bool) -> u64 {
+        // Without a period boundary the contribution is just the elapsed time.
+        let mut contrib = delta;
+        let mut delta = delta + self.period_contrib as u64;
+        let periods = delta / 1024;
+        if periods > 0 {
+            self.load_sum = decay_load(self.load_sum, periods);
+            self.runnable_sum = decay_load(self.runnable_sum, periods);
+            self.util_sum = decay_load(self.util_sum, periods);
+            delta %= 1024;
+            if load > 0 {
+                contrib = accumulate_segments(periods, 1024 - self.period_contrib as u64, delta);
+            }
+        }
+        self.period_contrib = delta as u32;
+        if load > 0 {
+            self.load_sum += load * contrib;
+        }
+        if runnable > 0 {
+            self.runnable_sum += runnable * contrib << 10;
+        }
+        if running {
+            self.util_sum += contrib << 10;
+        }
+        periods
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERIOD_NS: u64 = 1024 * 1024;
+
+    #[test]
+    fn inverse_table_matches_the_kernel() {
+        let t = inv_table();
+        // The first and last entries of runnable_avg_yN_inv in kernel/sched/sched-pelt.h.
+        assert_eq!(t[0], 0xffffffff);
+        assert_eq!(t[1], 0xfa83b2da);
+        assert_eq!(t[2], 0xf5257d14);
+        assert_eq!(t[31], 0x82cd8698);
+        // y³² halves, then the table's y⁰ = (2³² − 1)/2³² takes one unit off, as in the
+        // kernel: decay_load(1024, 32) is 511, not 512.
+        assert_eq!(decay_load(1024, 32), 511);
+        assert_eq!(decay_load(1024, 64), 255);
+        assert_eq!(decay_load(1 << 20, 63 * 32 + 1), 0);
+    }
+
+    #[test]
+    fn continuously_running_task_approaches_1024_times_one_minus_y_to_the_n() {
+        let y = 0.5f64.powf(1.0 / 32.0);
+        for n in [8u64, 32, 64, 128, 345] {
+            let mut a = Avg::starting_at(0);
+            // Updated at every period boundary, as the tick does.
+            for p in 1..=n {
+                a.update(p * PERIOD_NS, 1, 1, true, 1024);
+            }
+            let want = 1024.0 * (1.0 - y.powi(n as i32));
+            let got = a.util_avg as f64;
+            assert!((got - want).abs() <= 0.01 * 1024.0, "n={n}: {got} vs {want:.1}");
+        }
+    }
+
+    #[test]
+    fn half_duty_cycle_settles_near_512() {
+        let mut a = Avg::starting_at(0);
+        let mut t = 0;
+        let mut samples = Vec::new();
+        for cycle in 0..400 {
+            // 2 ms running, 2 ms sleeping.
+            t += 2_000_000;
+            a.update(t, 1, 1, true, 1024);
+            t += 2_000_000;
+            a.update(t, 0, 0, false, 1024);
+            if cycle > 300 {
+                samples.push(a.util_avg);
+            }
+        }
+        let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+        assert!((mean - 512.0).abs() < 25.0, "mean util {mean}");
+        assert!(samples.iter().all(|&u| (470..=560).contains(&u)), "{samples:?}");
+    }
+}
