@@ -11,6 +11,7 @@ pub mod cas;
 pub mod newidle_llc;
 pub mod no_limit;
 pub mod params;
+pub mod sis;
 pub mod sis_prop;
 pub mod sis_util;
 pub mod sis_util_idle_hint;
@@ -64,6 +65,9 @@ pub struct ScanContext {
     /// The waking CPU's LLC id (SIS_PROP keeps avg_scan_cost there).
     pub waker_llc: u32,
     pub now_ns: u64,
+    /// The LLC has an idle core: select_idle_cpu scans for cores, unbounded, and
+    /// SIS_PROP does not apply.
+    pub idle_core: bool,
 }
 
 /// Everything the registry says about a policy.

@@ -96,6 +96,9 @@ impl Policy for SisProp {
     }
 
     fn budget(&mut self, ctx: &ScanContext) -> Budget {
+        if ctx.idle_core {
+            return Budget::Unlimited;
+        }
         let jiffies = ctx.now_ns / self.jiffy_ns;
         let cost = self
             .avg_scan_cost
@@ -146,6 +149,7 @@ mod tests {
             waker_cpu: 1,
             waker_llc: 0,
             now_ns: now,
+            idle_core: false,
         };
         // avg_idle 8 µs recorded at t = 0: wake_avg_idle = 4 µs; cost 0 → avg_cost 1.
         p.on_avg_idle(1, 8_000, 0);

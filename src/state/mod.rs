@@ -1,3 +1,6 @@
 //! Machine state reconstructed from the event stream, independent of any policy.
 
+pub mod machine;
 pub mod pelt;
+
+pub use machine::{Change, Machine, Topo};

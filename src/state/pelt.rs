@@ -67,7 +67,14 @@ impl Avg {
     /// CPU), `runnable` (count) and `running`. The averages, refreshed only when a period
     /// boundary was crossed (the return value), use `weight` for load_avg: the task's
     /// weight for a task, 1 for a CPU, as ___update_load_avg is called.
-    pub fn update(&mut self, now_ns: u64, load: u64, runnable: u64, running: bool, weight: u64) -> bool {
+    pub fn update(
+        &mut self,
+        now_ns: u64,
+        load: u64,
+        runnable: u64,
+        running: bool,
+        weight: u64,
+    ) -> bool {
         if now_ns < self.last_update_ns {
             // Time went backwards (clock resync): restart from here, as the kernel does.
             self.last_update_ns = now_ns;
@@ -78,7 +85,11 @@ impl Avg {
             return false;
         }
         self.last_update_ns += delta << 10;
-        let (runnable, running) = if load == 0 { (0, false) } else { (runnable, running) };
+        let (runnable, running) = if load == 0 {
+            (0, false)
+        } else {
+            (runnable, running)
+        };
         let periods = self.accumulate(delta, load, runnable, running);
         if periods == 0 {
             return false;
@@ -150,7 +161,10 @@ mod tests {
             }
             let want = 1024.0 * (1.0 - y.powi(n as i32));
             let got = a.util_avg as f64;
-            assert!((got - want).abs() <= 0.01 * 1024.0, "n={n}: {got} vs {want:.1}");
+            assert!(
+                (got - want).abs() <= 0.01 * 1024.0,
+                "n={n}: {got} vs {want:.1}"
+            );
         }
     }
 
@@ -171,6 +185,9 @@ mod tests {
         }
         let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
         assert!((mean - 512.0).abs() < 25.0, "mean util {mean}");
-        assert!(samples.iter().all(|&u| (470..=560).contains(&u)), "{samples:?}");
+        assert!(
+            samples.iter().all(|&u| (470..=560).contains(&u)),
+            "{samples:?}"
+        );
     }
 }

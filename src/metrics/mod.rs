@@ -1,0 +1,242 @@
+//! What replay counts per policy: SIS counters and both sets of derived percentages,
+//! histograms of runqueues probed and of search time, placements by distance, rq-lock
+//! traffic, and agreement with the recorded placements.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::policy::sis::{Path, SisCounters};
+
+/// The percentages derived from SIS counters, in Chen Yu's schedstat_parse.py and in
+/// mmtests' MonitorProcschedstat.pm definitions (kernel-model.md §7.2).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Derived {
+    /// schedstat_parse.py: 100·(search − failed)/scanned.
+    pub se_eff: f64,
+    /// schedstat_parse.py: 100·(domain_search − failed)/(scanned − fast).
+    pub dom_eff: f64,
+    /// 100·(search − domain_search)/search (both definitions).
+    pub fast_rate: f64,
+    /// schedstat_parse.py: 100·(search − failed)/search.
+    pub success_rate: f64,
+    /// mmtests "SIS Search Efficiency": 100·search/scanned (100 when nothing scanned).
+    pub mm_search_eff: f64,
+    /// mmtests "Domain Search Eff": 100·domain_search/domain_scanned.
+    pub mm_domain_eff: f64,
+    /// mmtests "Recent Success Rate": 100·hit/(hit + miss).
+    pub mm_recent_success: f64,
+}
+
+fn pct(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        100.0 * a / b
+    } else {
+        0.0
+    }
+}
+
+impl Derived {
+    pub fn of(k: &SisCounters) -> Derived {
+        let (search, dom, scanned, failed) = (
+            k.search as f64,
+            k.domain_search as f64,
+            k.scanned as f64,
+            k.failed as f64,
+        );
+        let fast = search - dom;
+        let domain_scanned = scanned - fast;
+        Derived {
+            se_eff: pct(search - failed, scanned),
+            dom_eff: pct(dom - failed, domain_scanned),
+            fast_rate: pct(fast, search),
+            success_rate: pct(search - failed, search),
+            mm_search_eff: if scanned == 0.0 {
+                100.0
+            } else {
+                pct(search, scanned)
+            },
+            mm_domain_eff: pct(dom, domain_scanned),
+            mm_recent_success: pct(k.recent_hit as f64, (k.recent_hit + k.recent_miss) as f64),
+        }
+    }
+}
+
+/// A log2 histogram of microseconds, bucketed as bpftrace's hist(): [0], [1], [2, 4), ...
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Log2Hist {
+    pub buckets: Vec<u64>,
+}
+
+impl Log2Hist {
+    /// Bucket 0 holds 0, bucket i ≥ 1 holds [2^(i−1), 2^i).
+    pub fn add(&mut self, v: u64) {
+        let i = if v == 0 {
+            0
+        } else {
+            64 - v.leading_zeros() as usize
+        };
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, 0);
+        }
+        self.buckets[i] += 1;
+    }
+
+    /// bpftrace's label of bucket i.
+    pub fn label(i: usize) -> String {
+        fn unit(v: u64) -> String {
+            match v {
+                v if v >= 1 << 20 && v % (1 << 20) == 0 => format!("{}M", v >> 20),
+                v if v >= 1 << 10 && v % (1 << 10) == 0 => format!("{}K", v >> 10),
+                v => v.to_string(),
+            }
+        }
+        match i {
+            0 => "[0]".into(),
+            1 => "[1]".into(),
+            i => format!("[{}, {})", unit(1 << (i - 1)), unit(1 << i)),
+        }
+    }
+}
+
+/// Where a wakee ended up relative to its previous CPU.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Placements {
+    pub same_cpu: u64,
+    pub same_llc: u64,
+    pub cross_llc: u64,
+    pub cross_numa: u64,
+}
+
+/// Agreement of a policy with the kernel's recorded choices.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Fidelity {
+    pub decisions: u64,
+    pub agree: u64,
+    /// Per path the model took: (decisions, agreeing).
+    pub by_path: BTreeMap<String, (u64, u64)>,
+    /// Wakeups activated through the IPI wakelist (recorded on the target later).
+    pub ipi: (u64, u64),
+    pub same_llc_agree: u64,
+    pub recorded_cross_llc: u64,
+    pub predicted_cross_llc: u64,
+}
+
+impl Fidelity {
+    pub fn agreement_pct(&self) -> f64 {
+        pct(self.agree as f64, self.decisions as f64)
+    }
+    pub fn note(
+        &mut self,
+        path: Path,
+        agree: bool,
+        ipi: bool,
+        same_llc: bool,
+        rec_cross: bool,
+        pred_cross: bool,
+    ) {
+        self.decisions += 1;
+        self.agree += agree as u64;
+        let e = self.by_path.entry(path.name().to_string()).or_default();
+        e.0 += 1;
+        e.1 += agree as u64;
+        if ipi {
+            self.ipi.0 += 1;
+            self.ipi.1 += agree as u64;
+        }
+        self.same_llc_agree += same_llc as u64;
+        self.recorded_cross_llc += rec_cross as u64;
+        self.predicted_cross_llc += pred_cross as u64;
+    }
+}
+
+/// Per time window, what compare needs for run-to-run variation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Window {
+    pub start_ns: u64,
+    pub counters: SisCounters,
+    pub search_ns: u64,
+    pub cross_llc: u64,
+    pub wakeups: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyMetrics {
+    pub policy: String,
+    pub counters: SisCounters,
+    pub derived: Derived,
+    pub paths: BTreeMap<String, u64>,
+    /// Index = runqueues probed in one search.
+    pub probed: Vec<u64>,
+    /// Search time in µs, log2 buckets.
+    pub search_us: Log2Hist,
+    pub search_ns_total: u64,
+    pub placements: Placements,
+    /// Placed on a busy CPU while target's LLC had an idle one.
+    pub stacked_with_idle: u64,
+    /// Wakeups that take another CPU's rq lock (chosen CPU ≠ waker's).
+    pub remote_rq_locks: u64,
+    /// Two acquisitions of one rq lock within the hold window.
+    pub rq_lock_collisions: u64,
+    pub fidelity: Option<Fidelity>,
+    pub windows: Vec<Window>,
+}
+
+impl PolicyMetrics {
+    pub fn new(policy: &str) -> PolicyMetrics {
+        PolicyMetrics {
+            policy: policy.to_string(),
+            counters: SisCounters::default(),
+            derived: Derived::of(&SisCounters::default()),
+            paths: BTreeMap::new(),
+            probed: Vec::new(),
+            search_us: Log2Hist::default(),
+            search_ns_total: 0,
+            placements: Placements::default(),
+            stacked_with_idle: 0,
+            remote_rq_locks: 0,
+            rq_lock_collisions: 0,
+            fidelity: None,
+            windows: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_percentages_both_ways() {
+        // 100 searches, 60 fast, 40 into the domain, 10 failed, 300 runqueues scanned.
+        let k = SisCounters {
+            search: 100,
+            domain_search: 40,
+            scanned: 300,
+            failed: 10,
+            recent_hit: 3,
+            recent_miss: 1,
+            ..Default::default()
+        };
+        let d = Derived::of(&k);
+        assert!((d.se_eff - 30.0).abs() < 1e-9); // 90/300
+        assert!((d.dom_eff - 12.5).abs() < 1e-9); // 30/(300 − 60)
+        assert!((d.fast_rate - 60.0).abs() < 1e-9);
+        assert!((d.success_rate - 90.0).abs() < 1e-9);
+        assert!((d.mm_search_eff - 100.0 / 3.0).abs() < 1e-9);
+        assert!((d.mm_domain_eff - 40.0 / 2.4).abs() < 1e-9);
+        assert!((d.mm_recent_success - 75.0).abs() < 1e-9);
+        assert_eq!(Derived::of(&SisCounters::default()).mm_search_eff, 100.0);
+    }
+
+    #[test]
+    fn log2_buckets_as_bpftrace_prints_them() {
+        let mut h = Log2Hist::default();
+        for v in [0, 1, 2, 3, 4, 7, 8, 1023, 1024] {
+            h.add(v);
+        }
+        assert_eq!(h.buckets, vec![1, 1, 2, 2, 1, 0, 0, 0, 0, 0, 1, 1]);
+        assert_eq!(Log2Hist::label(2), "[2, 4)");
+        assert_eq!(Log2Hist::label(11), "[1K, 2K)");
+    }
+}

@@ -1,0 +1,428 @@
+//! Per-CPU and per-task state rebuilt from the events, as select_task_rq_fair would see
+//! it: running task, nr_running, idle periods and avg_idle, pending IPI wakeups, PELT
+//! util and load, wakee flips and recent_used_cpu, IRQ nesting.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::topology::Topology;
+use crate::trace::{Comm, Event, EventKind};
+
+use super::pelt::Avg;
+
+/// sysctl_sched_migration_cost: avg_idle starts at twice it, max_idle_balance_cost at it.
+const MIGRATION_COST_NS: u64 = 500_000;
+const NICE_0_WEIGHT: u64 = 1024;
+
+/// The machine's shape as the policies need it.
+#[derive(Debug, Clone)]
+pub struct Topo {
+    pub nr_cpus: u32,
+    pub llc_of: Vec<u32>,
+    /// Per LLC id: its CPUs in ascending order.
+    pub llc_cpus: BTreeMap<u32, Vec<u32>>,
+    pub smt: Vec<Vec<u32>>,
+    pub node_of: Vec<u32>,
+    pub package_of: Vec<u32>,
+    /// Some core has more than one thread.
+    pub smt_active: bool,
+}
+
+impl Topo {
+    pub fn new(t: &Topology, nr_cpus: u32) -> Topo {
+        let n = nr_cpus.max(t.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(0)) as usize;
+        let mut llc_of: Vec<u32> = (0..n as u32).collect();
+        let mut smt: Vec<Vec<u32>> = (0..n as u32).map(|c| vec![c]).collect();
+        let mut node_of = vec![0; n];
+        let mut package_of = vec![0; n];
+        for c in &t.cpus {
+            let i = c.cpu as usize;
+            llc_of[i] = c.llc;
+            smt[i] = c.smt_siblings.clone();
+            node_of[i] = c.node;
+            package_of[i] = c.package;
+        }
+        // CPUs the description does not list: one more flat LLC with CPU 0's id.
+        for (i, l) in llc_of.iter_mut().enumerate() {
+            if !t.cpus.iter().any(|c| c.cpu as usize == i) {
+                *l = t.cpus.first().map_or(0, |c| c.llc);
+            }
+        }
+        let mut llc_cpus: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for (cpu, &l) in llc_of.iter().enumerate() {
+            llc_cpus.entry(l).or_default().push(cpu as u32);
+        }
+        let smt_active = smt.iter().any(|s| s.len() > 1);
+        Topo {
+            nr_cpus: n as u32,
+            llc_of,
+            llc_cpus,
+            smt,
+            node_of,
+            package_of,
+            smt_active,
+        }
+    }
+
+    pub fn share_cache(&self, a: u32, b: u32) -> bool {
+        self.llc_of.get(a as usize) == self.llc_of.get(b as usize)
+    }
+
+    pub fn llc(&self, cpu: u32) -> u32 {
+        self.llc_of.get(cpu as usize).copied().unwrap_or(0)
+    }
+
+    pub fn llc_span(&self, cpu: u32) -> &[u32] {
+        self.llc_cpus
+            .get(&self.llc(cpu))
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    pub fn same_core(&self, a: u32, b: u32) -> bool {
+        self.smt.get(a as usize).is_some_and(|s| s.contains(&b))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CpuState {
+    /// The running task, 0 for idle.
+    pub curr: i32,
+    pub nr_running: u32,
+    /// Wakeups queued to this CPU by IPI and not yet activated (ttwu_pending).
+    pub pending: u32,
+    /// When the CPU last went idle, until a wakeup activates a task on it.
+    pub idle_stamp: Option<u64>,
+    pub avg_idle: u64,
+    pub max_idle_balance_cost: u64,
+    /// The root cfs_rq's PELT signal.
+    pub avg: Avg,
+    /// Hard and soft IRQ nesting right now.
+    pub irq_depth: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskState {
+    pub comm: Comm,
+    /// task_cpu(p), when known.
+    pub cpu: Option<u32>,
+    pub on_rq: bool,
+    /// The CPU it is running on.
+    pub running_on: Option<u32>,
+    pub recent_used_cpu: Option<u32>,
+    pub wakee_flips: u32,
+    pub wakee_flip_decay_ts: u64,
+    pub last_wakee: i32,
+    pub avg: Avg,
+    pub prio: i32,
+}
+
+impl TaskState {
+    fn new(comm: Comm, now: u64) -> TaskState {
+        TaskState {
+            comm,
+            cpu: None,
+            on_rq: false,
+            running_on: None,
+            recent_used_cpu: None,
+            wakee_flips: 0,
+            wakee_flip_decay_ts: now,
+            last_wakee: 0,
+            avg: Avg::starting_at(now),
+            prio: 120,
+        }
+    }
+
+    /// A per-CPU kernel thread by name (kworker/N:M, ksoftirqd/N, migration/N, ...),
+    /// since traces do not carry nr_cpus_allowed.
+    pub fn is_percpu_kthread(&self) -> bool {
+        let name = self.comm.to_str_lossy();
+        match name.split_once('/') {
+            Some((_, rest)) => rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
+            None => false,
+        }
+    }
+}
+
+/// The reconstructed machine.
+pub struct Machine {
+    pub topo: Topo,
+    pub cpus: Vec<CpuState>,
+    pub tasks: HashMap<i32, TaskState>,
+}
+
+/// What applying an event changed that policies want to hear about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    None,
+    /// This CPU's rq recorded an idle period; its avg_idle is now this.
+    AvgIdle {
+        cpu: u32,
+        avg_idle: u64,
+    },
+}
+
+impl Machine {
+    pub fn new(topo: Topo) -> Machine {
+        let cpu = CpuState {
+            curr: 0,
+            nr_running: 0,
+            pending: 0,
+            idle_stamp: None,
+            avg_idle: 2 * MIGRATION_COST_NS,
+            max_idle_balance_cost: MIGRATION_COST_NS,
+            avg: Avg::default(),
+            irq_depth: 0,
+        };
+        Machine {
+            cpus: vec![cpu; topo.nr_cpus as usize],
+            topo,
+            tasks: HashMap::new(),
+        }
+    }
+
+    pub fn task(&mut self, pid: i32, comm: Comm, now: u64) -> &mut TaskState {
+        let t = self
+            .tasks
+            .entry(pid)
+            .or_insert_with(|| TaskState::new(comm, now));
+        if t.comm != comm && comm != Comm::default() {
+            t.comm = comm;
+        }
+        t
+    }
+
+    /// idle_cpu(): running the idle task, nothing queued, no wakeup pending.
+    pub fn is_idle(&self, cpu: u32) -> bool {
+        self.cpus
+            .get(cpu as usize)
+            .is_some_and(|c| c.curr == 0 && c.nr_running == 0 && c.pending == 0)
+    }
+
+    /// cpu_util_cfs: the CFS util of a CPU, capped at its capacity.
+    pub fn cpu_util(&self, cpu: u32) -> u64 {
+        self.cpus
+            .get(cpu as usize)
+            .map_or(0, |c| c.avg.util_avg.min(1024))
+    }
+
+    /// cpu_load: the root cfs_rq's load_avg.
+    pub fn cpu_load(&self, cpu: u32) -> u64 {
+        self.cpus.get(cpu as usize).map_or(0, |c| c.avg.load_avg)
+    }
+
+    fn ensure_cpu(&mut self, cpu: u32) {
+        if cpu as usize >= self.cpus.len() {
+            let proto = self.cpus.first().cloned();
+            if let Some(p) = proto {
+                self.cpus.resize(cpu as usize + 1, p);
+            }
+        }
+    }
+
+    /// Brings a CPU's PELT signal to `now` under its state since the last event.
+    fn update_cpu_avg(&mut self, cpu: u32, now: u64) {
+        let c = &mut self.cpus[cpu as usize];
+        let running = c.curr != 0;
+        let runnable = c.nr_running as u64;
+        c.avg
+            .update(now, runnable * NICE_0_WEIGHT, runnable, running, 1);
+    }
+
+    fn update_task_avg(&mut self, pid: i32, now: u64) {
+        if pid == 0 {
+            return;
+        }
+        if let Some(t) = self.tasks.get_mut(&pid) {
+            let running = t.running_on.is_some();
+            let on_rq = t.on_rq as u64;
+            t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT);
+        }
+    }
+
+    /// Moves a task's PELT contribution between CPUs (detach / attach on migration).
+    fn move_avg(&mut self, pid: i32, from: Option<u32>, to: u32) {
+        let Some(t) = self.tasks.get(&pid) else {
+            return;
+        };
+        let (u, l) = (t.avg.util_sum, t.avg.load_sum * NICE_0_WEIGHT);
+        let (ua, la) = (t.avg.util_avg, t.avg.load_avg);
+        if let Some(f) = from.filter(|&f| (f as usize) < self.cpus.len()) {
+            let a = &mut self.cpus[f as usize].avg;
+            a.util_sum = a.util_sum.saturating_sub(u);
+            a.load_sum = a.load_sum.saturating_sub(l);
+            a.util_avg = a.util_avg.saturating_sub(ua);
+            a.load_avg = a.load_avg.saturating_sub(la);
+        }
+        let a = &mut self.cpus[to as usize].avg;
+        a.util_sum += u;
+        a.load_sum += l;
+        a.util_avg += ua;
+        a.load_avg += la;
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: &Event) -> Change {
+        let c = e.cpu;
+        self.ensure_cpu(c);
+        let now = e.ts;
+        match &e.kind {
+            EventKind::Switch {
+                prev_comm,
+                prev_pid,
+                prev_state,
+                next_comm,
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                self.update_cpu_avg(c, now);
+                self.update_task_avg(*prev_pid, now);
+                self.update_task_avg(*next_pid, now);
+                let still_queued = *prev_state == 0 || prev_state & 0x100 != 0;
+                if *prev_pid != 0 {
+                    let t = self.task(*prev_pid, *prev_comm, now);
+                    t.running_on = None;
+                    t.cpu = Some(c);
+                    if !still_queued && t.on_rq {
+                        t.on_rq = false;
+                        let cs = &mut self.cpus[c as usize];
+                        cs.nr_running = cs.nr_running.saturating_sub(1);
+                    }
+                }
+                if *next_pid != 0 {
+                    let t = self.task(*next_pid, *next_comm, now);
+                    t.prio = *next_prio;
+                    let was_queued = t.on_rq;
+                    t.on_rq = true;
+                    t.running_on = Some(c);
+                    t.cpu = Some(c);
+                    if !was_queued {
+                        // Running without a wakeup we saw (trace start): it was queued here.
+                        self.cpus[c as usize].nr_running += 1;
+                    }
+                } else {
+                    let cs = &mut self.cpus[c as usize];
+                    cs.nr_running = 0;
+                    // Newidle balance stamps the rq just before it idles.
+                    cs.idle_stamp = Some(now);
+                }
+                self.cpus[c as usize].curr = *next_pid;
+                Change::None
+            }
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                let target = w.target_cpu.max(0) as u32;
+                self.ensure_cpu(target);
+                self.update_cpu_avg(target, now);
+                self.update_task_avg(w.pid, now);
+                let new = matches!(e.kind, EventKind::WakeupNew(_));
+                let old_cpu = {
+                    let t = self.task(w.pid, w.comm, now);
+                    let old = t.cpu;
+                    let already = t.on_rq;
+                    t.on_rq = true;
+                    t.cpu = Some(target);
+                    if new {
+                        t.avg = Avg::starting_at(now);
+                    }
+                    if already {
+                        // ttwu_runnable: still queued, nothing moves.
+                        return Change::None;
+                    }
+                    old
+                };
+                if old_cpu != Some(target) {
+                    self.move_avg(w.pid, old_cpu, target);
+                }
+                let cs = &mut self.cpus[target as usize];
+                cs.nr_running += 1;
+                cs.pending = cs.pending.saturating_sub(1);
+                if let Some(stamp) = cs.idle_stamp.take() {
+                    // update_avg(&rq->avg_idle, delta), capped at 2·max_idle_balance_cost.
+                    let delta = now.saturating_sub(stamp) as i64;
+                    let avg = cs.avg_idle as i64;
+                    let capped = (avg + (delta - avg) / 8).max(0) as u64;
+                    cs.avg_idle = capped.min(2 * cs.max_idle_balance_cost);
+                    return Change::AvgIdle {
+                        cpu: target,
+                        avg_idle: cs.avg_idle,
+                    };
+                }
+                Change::None
+            }
+            EventKind::Migrate {
+                comm,
+                pid,
+                orig_cpu,
+                dest_cpu,
+                ..
+            } => {
+                let (orig, dest) = (
+                    orig_cpu.max(&0).unsigned_abs(),
+                    dest_cpu.max(&0).unsigned_abs(),
+                );
+                self.ensure_cpu(dest);
+                self.ensure_cpu(orig);
+                self.update_cpu_avg(orig, now);
+                self.update_cpu_avg(dest, now);
+                let queued = {
+                    let t = self.task(*pid, *comm, now);
+                    t.cpu = Some(dest);
+                    t.on_rq && t.running_on.is_none()
+                };
+                self.move_avg(*pid, Some(orig), dest);
+                if queued {
+                    let o = &mut self.cpus[orig as usize];
+                    o.nr_running = o.nr_running.saturating_sub(1);
+                    self.cpus[dest as usize].nr_running += 1;
+                }
+                Change::None
+            }
+            EventKind::Fork {
+                child_comm,
+                child_pid,
+                parent_pid,
+                ..
+            } => {
+                // wake_up_new_task starts recent_used_cpu at the parent's CPU.
+                let parent_cpu = self.tasks.get(parent_pid).and_then(|t| t.cpu).unwrap_or(c);
+                let t = self.task(*child_pid, *child_comm, now);
+                t.recent_used_cpu = Some(parent_cpu);
+                Change::None
+            }
+            EventKind::Exit { pid, .. } => {
+                if let Some(t) = self.tasks.get_mut(pid) {
+                    t.last_wakee = 0;
+                }
+                Change::None
+            }
+            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
+                self.cpus[c as usize].irq_depth += 1;
+                Change::None
+            }
+            EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => {
+                let d = &mut self.cpus[c as usize].irq_depth;
+                *d = d.saturating_sub(1);
+                Change::None
+            }
+            EventKind::Waking(_) => Change::None,
+        }
+    }
+
+    /// record_wakee(p), run on the waker: flips halve at most once per second, and grow
+    /// when the waker wakes a different task than last time.
+    pub fn record_wakee(&mut self, waker: i32, wakee: i32, now: u64) {
+        if waker == 0 {
+            return;
+        }
+        let Some(w) = self.tasks.get_mut(&waker) else {
+            return;
+        };
+        if now.saturating_sub(w.wakee_flip_decay_ts) > 1_000_000_000 {
+            w.wakee_flips >>= 1;
+            w.wakee_flip_decay_ts = now;
+        }
+        if w.last_wakee != wakee {
+            w.last_wakee = wakee;
+            w.wakee_flips += 1;
+        }
+    }
+}
