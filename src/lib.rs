@@ -3,6 +3,7 @@ pub mod capture;
 pub mod info;
 pub mod metrics;
 pub mod policy;
+pub mod replay;
 pub mod state;
 pub mod topology;
 pub mod trace;

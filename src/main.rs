@@ -78,6 +78,39 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// Replay a trace's wakeups through idle-search policies (decision replay): SIS
+    /// counters, search time, placements, rq locks, and agreement with the kernel.
+    Replay {
+        /// A bundle directory or trace file [default: the committed hackbench sample]
+        input: Option<PathBuf>,
+        /// Policies, comma-separated, each `name[:key=value...]`
+        #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+        policy: Vec<String>,
+        /// The policy compared with the kernel's choices [default: from the kernel release]
+        #[arg(long)]
+        as_kernel: Option<String>,
+        /// Also write one CSV row per wakeup and policy
+        #[arg(long)]
+        decisions: Option<PathBuf>,
+        /// Explain each policy's steps for the wakeup at this timestamp (ns)
+        #[arg(long)]
+        explain: Option<u64>,
+        /// Modelled cost of each runqueue probed, ns
+        #[arg(long, default_value_t = 350)]
+        probe_ns: u64,
+        /// Modelled fixed cost of entering the scan, ns
+        #[arg(long, default_value_t = 500)]
+        entry_ns: u64,
+        /// Time windows for variation
+        #[arg(long, default_value_t = 10)]
+        windows: u32,
+        /// Treat a wakeup within this many ns of the task blocking as a DELAY_DEQUEUE
+        /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
+        #[arg(long)]
+        delayed_dequeue_ns: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
     Policies {
@@ -309,6 +342,62 @@ fn run_capture(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+fn run_replay(
+    input: Option<PathBuf>,
+    policy: Vec<String>,
+    as_kernel: Option<String>,
+    decisions: Option<PathBuf>,
+    explain: Option<u64>,
+    probe_ns: u64,
+    entry_ns: u64,
+    windows: u32,
+    delayed_dequeue_ns: Option<u64>,
+    json: bool,
+) -> ExitCode {
+    use sisreplay::replay::{self, ReplayOptions};
+    let input = default_input(input);
+    let meta = if bundle::is_bundle(&input) {
+        match bundle::read_meta(&input) {
+            Ok(m) => Some(m),
+            Err(e) => return fail(e),
+        }
+    } else {
+        None
+    };
+    let mut src = match trace::open(&input) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let decisions_out: Option<Box<dyn std::io::Write>> = match &decisions {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
+            Err(e) => return fail(format!("{}: {e}", p.display())),
+        },
+        None => None,
+    };
+    let opts = ReplayOptions {
+        policies: policy,
+        time: sisreplay::policy::sis::TimeModel { entry_ns, probe_ns },
+        windows,
+        as_kernel,
+        decisions: decisions_out,
+        explain_ts: explain,
+        delayed_dequeue_ns,
+        ..ReplayOptions::default()
+    };
+    let r = match replay::replay(src.as_mut(), meta.as_ref(), opts) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
+        return ExitCode::SUCCESS;
+    }
+    print!("{}", replay::text::summary(&input, &r));
+    ExitCode::SUCCESS
+}
+
 fn show_policies(name: Option<String>, budget: bool, llc_size: u32, json: bool) -> ExitCode {
     use sisreplay::policy;
     let Some(spec) = name else {
@@ -419,6 +508,29 @@ fn main() -> ExitCode {
             json,
         } => import(file, name, machine, traces, json),
         Command::Info { input, top, json } => show_info(input, top, json),
+        Command::Replay {
+            input,
+            policy,
+            as_kernel,
+            decisions,
+            explain,
+            probe_ns,
+            entry_ns,
+            windows,
+            delayed_dequeue_ns,
+            json,
+        } => run_replay(
+            input,
+            policy,
+            as_kernel,
+            decisions,
+            explain,
+            probe_ns,
+            entry_ns,
+            windows,
+            delayed_dequeue_ns,
+            json,
+        ),
         Command::Policies {
             name,
             budget,

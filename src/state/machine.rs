@@ -113,6 +113,8 @@ pub struct TaskState {
     pub last_wakee: i32,
     pub avg: Avg,
     pub prio: i32,
+    /// When it last blocked (switched out not runnable).
+    pub blocked_at: Option<u64>,
 }
 
 impl TaskState {
@@ -128,6 +130,7 @@ impl TaskState {
             last_wakee: 0,
             avg: Avg::starting_at(now),
             prio: 120,
+            blocked_at: None,
         }
     }
 
@@ -282,6 +285,9 @@ impl Machine {
                     let t = self.task(*prev_pid, *prev_comm, now);
                     t.running_on = None;
                     t.cpu = Some(c);
+                    if !still_queued {
+                        t.blocked_at = Some(now);
+                    }
                     if !still_queued && t.on_rq {
                         t.on_rq = false;
                         let cs = &mut self.cpus[c as usize];

@@ -1,0 +1,476 @@
+//! Decision replay: at every wakeup in a trace, every selected policy decides from the
+//! recorded machine state, and the decision is counted. The state is the trace's, not the
+//! policy's (open loop), so the policy matching the traced kernel should pick the CPU the
+//! kernel picked: that agreement is the model's fidelity.
+//!
+//! Events are read with a lookahead window so that each sched_waking knows its outcome
+//! (the sched_wakeup that follows, possibly later and on the target CPU when it went
+//! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
+
+pub mod text;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::bundle::Meta;
+use crate::metrics::{Derived, Fidelity, PolicyMetrics, Window};
+use crate::policy::affine::{wake_affine, wake_wide, Affine, IdleView, WeightView};
+use crate::policy::sis::{select_idle_sibling, Path, TimeModel, Wakee};
+use crate::policy::{self, LlcBalance, Policy, PolicyError};
+use crate::state::{Change, Machine, Topo};
+use crate::topology::Topology;
+use crate::trace::{Event, EventKind, EventSource, TraceError};
+
+pub struct ReplayOptions {
+    /// Policy specs, e.g. `sis_util:pct=117`.
+    pub policies: Vec<String>,
+    pub time: TimeModel,
+    /// How far ahead a sched_waking looks for its sched_wakeup.
+    pub lookahead_ns: u64,
+    /// An rq lock held this long collides with the next acquisition of it.
+    pub lock_hold_ns: u64,
+    /// Time windows for variation.
+    pub windows: u32,
+    /// The policy whose choices are compared with the kernel's; default from the kernel.
+    pub as_kernel: Option<String>,
+    /// Writes one CSV row per wakeup and policy.
+    pub decisions: Option<Box<dyn Write>>,
+    /// Explains the decisions of the wakeup at this timestamp.
+    pub explain_ts: Option<u64>,
+    /// Kernels with DELAY_DEQUEUE (v6.12+) keep a task that blocked with negative lag
+    /// queued, and its next wakeup selects nothing. Traces do not show the lag; a
+    /// wakeup this soon after the task blocked is taken as such a one. None: off.
+    pub delayed_dequeue_ns: Option<u64>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> ReplayOptions {
+        ReplayOptions {
+            policies: vec!["sis_prop".into(), "sis_util".into()],
+            time: TimeModel::default(),
+            lookahead_ns: 20_000_000,
+            lock_hold_ns: 300,
+            windows: 10,
+            as_kernel: None,
+            decisions: None,
+            explain_ts: None,
+            delayed_dequeue_ns: None,
+        }
+    }
+}
+
+/// Why a recorded wakeup was not replayed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Skipped {
+    /// The wakee was running or still queued: ttwu_runnable, no selection.
+    pub on_rq: u64,
+    /// No sched_wakeup followed within the lookahead (lost, or past the end).
+    pub no_wakeup: u64,
+    /// Taken as a delayed-dequeue wakeup (see ReplayOptions::delayed_dequeue_ns).
+    pub delayed_dequeue: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayResult {
+    pub kernel_release: Option<String>,
+    pub as_kernel: String,
+    pub nr_cpus: u32,
+    pub llcs: usize,
+    pub topology_assumed: bool,
+    pub wakings: u64,
+    pub replayed: u64,
+    /// Recorded wakeups that went through the IPI wakelist.
+    pub ipi_wakeups: u64,
+    pub skipped: Skipped,
+    pub time_model: TimeModel,
+    pub lock_hold_ns: u64,
+    pub duration_ns: u64,
+    pub policies: Vec<PolicyMetrics>,
+    /// Each explained wakeup: policy → steps.
+    pub explained: Vec<(String, Vec<String>)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("decisions file: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The policy a kernel release runs by default: SIS_UTIL from v6.0, SIS_PROP before.
+pub fn kernel_policy(release: Option<&str>) -> &'static str {
+    let version = release.and_then(|r| {
+        let mut it = r
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty());
+        Some((
+            it.next()?.parse::<u32>().ok()?,
+            it.next()?.parse::<u32>().ok()?,
+        ))
+    });
+    match version {
+        Some((major, _)) if major >= 6 => "sis_util",
+        Some(_) => "sis_prop",
+        None => "sis_util",
+    }
+}
+
+struct Running {
+    spec: String,
+    policy: Box<dyn Policy>,
+    metrics: PolicyMetrics,
+    last_lock: HashMap<u32, u64>,
+}
+
+/// The outcome the trace recorded for one sched_waking.
+struct Outcome {
+    chosen: u32,
+    /// CPU whose buffer holds the sched_wakeup.
+    recorded_on: u32,
+}
+
+fn find_outcome(ahead: &VecDeque<Event>, pid: i32) -> Option<Outcome> {
+    for e in ahead.iter().skip(1) {
+        match &e.kind {
+            EventKind::Wakeup(w) if w.pid == pid => {
+                return Some(Outcome {
+                    chosen: w.target_cpu.max(0) as u32,
+                    recorded_on: e.cpu,
+                })
+            }
+            EventKind::Waking(w) if w.pid == pid => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+pub fn replay(
+    src: &mut dyn EventSource,
+    meta: Option<&Meta>,
+    mut opts: ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
+    let nr_cpus = meta.map_or(src.info().nr_cpus.unwrap_or(1), |m| m.nr_cpus);
+    let topology = meta.map_or_else(|| Topology::flat(nr_cpus), |m| m.topology.clone());
+    let topo = Topo::new(&topology, nr_cpus);
+    let release = meta
+        .and_then(|m| m.kernel_release.clone())
+        .or_else(|| src.info().kernel_release.clone());
+    let as_kernel = opts
+        .as_kernel
+        .clone()
+        .unwrap_or_else(|| kernel_policy(release.as_deref()).to_string());
+    let mut specs = opts.policies.clone();
+    if !specs
+        .iter()
+        .any(|s| s == &as_kernel || s.split(':').next() == Some(&as_kernel))
+    {
+        specs.push(as_kernel.clone());
+    }
+    let mut running = Vec::new();
+    for s in &specs {
+        let policy = policy::build(s)?;
+        if !policy.info().replayable {
+            return Err(PolicyError::NotReplayable(s.clone()).into());
+        }
+        let mut metrics = PolicyMetrics::new(s);
+        if *s == as_kernel {
+            metrics.fidelity = Some(Fidelity::default());
+        }
+        running.push(Running {
+            spec: s.clone(),
+            policy,
+            metrics,
+            last_lock: HashMap::new(),
+        });
+    }
+    let (first_ts, last_ts) = meta.map_or((None, None), |m| (m.first_ts_ns, m.last_ts_ns));
+    let window_ns = match (first_ts, last_ts) {
+        (Some(a), Some(b)) if b > a => ((b - a) / opts.windows.max(1) as u64).max(1),
+        _ => u64::MAX,
+    };
+    let t0 = first_ts.unwrap_or(0);
+    if let Some(w) = opts.decisions.as_mut() {
+        writeln!(
+            w,
+            "ts_ns,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns"
+        )?;
+    }
+
+    let mut m = Machine::new(topo);
+    let llcs: Vec<(u32, Vec<u32>)> = m
+        .topo
+        .llc_cpus
+        .iter()
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
+    let mut next_balance: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut ahead: VecDeque<Event> = VecDeque::new();
+    let mut batch = Vec::with_capacity(4096);
+    let mut done = false;
+    let mut result = ReplayResult {
+        kernel_release: release,
+        as_kernel: as_kernel.clone(),
+        nr_cpus: m.topo.nr_cpus,
+        llcs: llcs.len(),
+        topology_assumed: meta.is_none_or(|m| m.topology_assumed),
+        wakings: 0,
+        replayed: 0,
+        ipi_wakeups: 0,
+        skipped: Skipped::default(),
+        time_model: opts.time,
+        lock_hold_ns: opts.lock_hold_ns,
+        duration_ns: 0,
+        policies: Vec::new(),
+        explained: Vec::new(),
+    };
+    let mut first_seen = None;
+    let mut last_seen = 0;
+    loop {
+        // Keep the window filled: its back must be lookahead past its front.
+        while !done
+            && ahead
+                .front()
+                .zip(ahead.back())
+                .is_none_or(|(f, b)| b.ts.saturating_sub(f.ts) < opts.lookahead_ns)
+        {
+            batch.clear();
+            if src.next_batch(&mut batch, 4096)? == 0 {
+                done = true;
+            }
+            ahead.extend(batch.drain(..));
+        }
+        let Some(e) = ahead.front() else { break };
+        let now = e.ts;
+        first_seen.get_or_insert(now);
+        last_seen = now;
+        // Periodic balance of each LLC at its interval: weight ms when it has an idle CPU,
+        // busy_factor (16) times that when not.
+        for (llc, cpus) in &llcs {
+            let due = next_balance.entry(*llc).or_insert(now);
+            if now >= *due {
+                let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
+                let seen = LlcBalance {
+                    weight: cpus.len() as u32,
+                    sum_util: cpus.iter().map(|&c| m.cpu_util(c)).sum(),
+                    idle_cpus: idle,
+                };
+                for r in running.iter_mut() {
+                    r.policy.on_llc_balance(*llc, &seen);
+                }
+                let ms = cpus.len() as u64 * if idle > 0 { 1 } else { 16 };
+                *due = now + ms * 1_000_000;
+            }
+        }
+        if let EventKind::Waking(w) = &e.kind {
+            result.wakings += 1;
+            let waker_cpu = e.cpu;
+            let pid = w.pid;
+            let queued = m
+                .tasks
+                .get(&pid)
+                .is_some_and(|t| t.on_rq || t.running_on.is_some());
+            let delayed = opts.delayed_dequeue_ns.is_some_and(|d| {
+                m.tasks
+                    .get(&pid)
+                    .and_then(|t| t.blocked_at)
+                    .is_some_and(|b| now.saturating_sub(b) < d)
+            });
+            match (queued, find_outcome(&ahead, pid)) {
+                (true, _) => result.skipped.on_rq += 1,
+                (false, Some(_)) if delayed => result.skipped.delayed_dequeue += 1,
+                (false, None) => result.skipped.no_wakeup += 1,
+                (false, Some(out)) => {
+                    result.replayed += 1;
+                    let prev = w.target_cpu.max(0) as u32;
+                    let waker = e.common_pid;
+                    let in_task = waker != 0
+                        && m.cpus
+                            .get(waker_cpu as usize)
+                            .is_some_and(|c| c.irq_depth == 0);
+                    // The sync flag is in no tracepoint: a task waking from task context is
+                    // taken as a sync wakeup (the pipe and socket paths of these loads).
+                    let sync = in_task;
+                    m.record_wakee(waker, pid, now);
+                    let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
+                    let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
+                    let want_affine = !wake_wide(flips(waker), flips(pid), llc_size);
+                    let target = if want_affine && waker_cpu != prev {
+                        let idle = IdleView {
+                            this_idle: m.is_idle(waker_cpu),
+                            prev_idle: m.is_idle(prev),
+                            share_llc: m.topo.share_cache(waker_cpu, prev),
+                            sync,
+                            this_nr_running: m
+                                .cpus
+                                .get(waker_cpu as usize)
+                                .map_or(0, |c| c.nr_running),
+                        };
+                        let load = |p: i32| m.tasks.get(&p).map_or(0, |t| t.avg.load_avg) as i64;
+                        let weight = WeightView {
+                            this_load: m.cpu_load(waker_cpu) as i64,
+                            prev_load: m.cpu_load(prev) as i64,
+                            waker_h_load: load(waker),
+                            wakee_h_load: load(pid),
+                            this_capacity: 1024,
+                            prev_capacity: 1024,
+                            sync,
+                            imbalance_pct: if m.topo.same_core(waker_cpu, prev) {
+                                110
+                            } else {
+                                117
+                            },
+                        };
+                        match wake_affine(&idle, &weight) {
+                            Affine::This => waker_cpu,
+                            Affine::Prev => prev,
+                        }
+                    } else {
+                        prev
+                    };
+                    let wakee = Wakee {
+                        prev,
+                        target,
+                        waker_cpu,
+                        waker_is_percpu_kthread: m
+                            .tasks
+                            .get(&waker)
+                            .is_some_and(|t| t.is_percpu_kthread()),
+                        in_task,
+                        recent_used_cpu: m.tasks.get(&pid).and_then(|t| t.recent_used_cpu),
+                        now_ns: now,
+                    };
+                    let explain = opts.explain_ts == Some(now);
+                    let ipi = out.recorded_on != waker_cpu;
+                    result.ipi_wakeups += ipi as u64;
+                    let span_idle = m.topo.llc_span(target).iter().any(|&c| m.is_idle(c));
+                    let win = if window_ns == u64::MAX {
+                        0
+                    } else {
+                        ((now.saturating_sub(t0)) / window_ns) as usize
+                    };
+                    let mut kernel_path = None;
+                    for r in running.iter_mut() {
+                        let d = select_idle_sibling(
+                            &m,
+                            r.policy.as_mut(),
+                            &wakee,
+                            &opts.time,
+                            &[],
+                            explain,
+                        );
+                        let pm = &mut r.metrics;
+                        pm.counters.add(&d.counters);
+                        *pm.paths.entry(d.path.name().to_string()).or_default() += 1;
+                        let p = d.probed as usize;
+                        if pm.probed.len() <= p {
+                            pm.probed.resize(p + 1, 0);
+                        }
+                        pm.probed[p] += 1;
+                        if d.probed > 0 {
+                            pm.search_us.add(d.search_ns / 1000);
+                        }
+                        pm.search_ns_total += d.search_ns;
+                        let topo = &m.topo;
+                        let cross_llc = !topo.share_cache(d.cpu, prev);
+                        if d.cpu == prev {
+                            pm.placements.same_cpu += 1;
+                        } else if !cross_llc {
+                            pm.placements.same_llc += 1;
+                        } else if topo.node_of.get(d.cpu as usize)
+                            != topo.node_of.get(prev as usize)
+                        {
+                            pm.placements.cross_numa += 1;
+                        } else {
+                            pm.placements.cross_llc += 1;
+                        }
+                        if !m.is_idle(d.cpu) && span_idle {
+                            pm.stacked_with_idle += 1;
+                        }
+                        if d.cpu != waker_cpu {
+                            pm.remote_rq_locks += 1;
+                            let last = r.last_lock.insert(d.cpu, now);
+                            if last.is_some_and(|l| now.saturating_sub(l) < opts.lock_hold_ns) {
+                                pm.rq_lock_collisions += 1;
+                            }
+                        }
+                        if pm.windows.len() <= win {
+                            pm.windows.resize_with(win + 1, Window::default);
+                        }
+                        let wd = &mut pm.windows[win];
+                        wd.start_ns = t0 + win as u64 * window_ns.min(u64::MAX / 1024);
+                        wd.counters.add(&d.counters);
+                        wd.search_ns += d.search_ns;
+                        wd.cross_llc += cross_llc as u64;
+                        wd.wakeups += 1;
+                        if let Some(f) = pm.fidelity.as_mut() {
+                            let rec_cross = !topo.share_cache(out.chosen, prev);
+                            f.note(
+                                d.path,
+                                d.cpu == out.chosen,
+                                ipi,
+                                topo.share_cache(d.cpu, out.chosen),
+                                rec_cross,
+                                cross_llc,
+                            );
+                            kernel_path = Some(d.path);
+                        }
+                        if let Some(wr) = opts.decisions.as_mut() {
+                            writeln!(
+                                wr,
+                                "{now},{pid},{waker_cpu},{prev},{},{},{},{},{},{}",
+                                out.chosen,
+                                r.spec,
+                                d.cpu,
+                                d.path.name(),
+                                d.probed,
+                                d.search_ns
+                            )?;
+                        }
+                        if explain {
+                            let mut steps = vec![format!(
+                                "pid {pid} woken on CPU {waker_cpu}, prev {prev}, target {target}, kernel chose {}",
+                                out.chosen
+                            )];
+                            steps.extend(d.steps);
+                            result.explained.push((r.spec.clone(), steps));
+                        }
+                    }
+                    // select_idle_sibling sets recent_used_cpu = prev once it gets past
+                    // target, prev and kthread stacking.
+                    if !matches!(kernel_path, Some(Path::Target | Path::Prev | Path::Kthread)) {
+                        if let Some(t) = m.tasks.get_mut(&pid) {
+                            t.recent_used_cpu = Some(prev);
+                        }
+                    }
+                    if ipi {
+                        // Queued to the target by IPI: not idle to others until activated.
+                        if let Some(c) = m.cpus.get_mut(out.chosen as usize) {
+                            c.pending += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let e = ahead.pop_front().expect("front exists");
+        if let Change::AvgIdle { cpu, avg_idle } = m.apply(&e) {
+            for r in running.iter_mut() {
+                r.policy.on_avg_idle(cpu, avg_idle, e.ts);
+            }
+        }
+    }
+    if let Some(w) = opts.decisions.as_mut() {
+        w.flush()?;
+    }
+    result.duration_ns = last_seen.saturating_sub(first_seen.unwrap_or(0));
+    for mut r in running {
+        r.metrics.derived = Derived::of(&r.metrics.counters);
+        result.policies.push(r.metrics);
+    }
+    Ok(result)
+}

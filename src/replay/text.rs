@@ -1,0 +1,120 @@
+//! The replay result as text, within 80 columns.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use super::ReplayResult;
+
+pub fn summary(input: &Path, r: &ReplayResult) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", input.display());
+    let _ = writeln!(
+        o,
+        "kernel {} ({} as kernel), {} CPUs in {} LLC{}{}",
+        r.kernel_release.as_deref().unwrap_or("unknown"),
+        r.as_kernel,
+        r.nr_cpus,
+        r.llcs,
+        if r.llcs == 1 { "" } else { "s" },
+        if r.topology_assumed {
+            " (topology assumed)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "wakings {}: replayed {}, skipped {} on_rq, {} delayed dequeue, {} unmatched; {} IPI",
+        r.wakings,
+        r.replayed,
+        r.skipped.on_rq,
+        r.skipped.delayed_dequeue,
+        r.skipped.no_wakeup,
+        r.ipi_wakeups
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<20} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "policy", "se_eff%", "dom_eff%", "fast%", "success%", "scanned", "search_us"
+    );
+    for p in &r.policies {
+        let _ = writeln!(
+            o,
+            "{:<20} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>9.0}",
+            truncate(&p.policy, 20),
+            p.derived.se_eff,
+            p.derived.dom_eff,
+            p.derived.fast_rate,
+            p.derived.success_rate,
+            p.counters.scanned,
+            p.search_ns_total as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<20} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "placements", "same_cpu", "same_llc", "cross_llc", "stacked", "rq_locks"
+    );
+    for p in &r.policies {
+        let _ = writeln!(
+            o,
+            "{:<20} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            truncate(&p.policy, 20),
+            p.placements.same_cpu,
+            p.placements.same_llc,
+            p.placements.cross_llc + p.placements.cross_numa,
+            p.stacked_with_idle,
+            p.remote_rq_locks
+        );
+    }
+    for p in &r.policies {
+        if let Some(f) = &p.fidelity {
+            let _ = writeln!(o);
+            let _ = writeln!(
+                o,
+                "fidelity of {}: {:.2}% of {} replayed wakeups on the kernel's CPU",
+                p.policy,
+                f.agreement_pct(),
+                f.decisions
+            );
+            for (path, (n, a)) in &f.by_path {
+                let _ = writeln!(
+                    o,
+                    "  path {:<8} {:>8} decisions  {:>7.2}% agree",
+                    path,
+                    n,
+                    100.0 * *a as f64 / (*n).max(1) as f64
+                );
+            }
+            let _ = writeln!(
+                o,
+                "  via IPI  {:>8} decisions  {:>7.2}% agree",
+                f.ipi.0,
+                100.0 * f.ipi.1 as f64 / f.ipi.0.max(1) as f64
+            );
+            let _ = writeln!(
+                o,
+                "  same LLC as the kernel's choice {:.2}%; cross-LLC recorded {}, predicted {}",
+                100.0 * f.same_llc_agree as f64 / f.decisions.max(1) as f64,
+                f.recorded_cross_llc,
+                f.predicted_cross_llc
+            );
+        }
+    }
+    for (policy, steps) in &r.explained {
+        let _ = writeln!(o, "\n{policy}:");
+        for s in steps {
+            let _ = writeln!(o, "  {s}");
+        }
+    }
+    o
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
