@@ -275,17 +275,15 @@ pub fn select_idle_sibling(
     } else {
         let limit = budget.cpus(span.len() as u32);
         walk.note(|| format!("budget {limit}"));
-        let mut examined = 0u32;
         let mut backup: Option<(u32, u32)> = None;
         let mut exhausted_budget = false;
         let mut found = None;
         let mut seen = Vec::new();
-        for c in order {
-            if examined == limit {
-                exhausted_budget = examined < span.len() as u32;
+        for (examined, c) in order.enumerate() {
+            if examined as u32 == limit {
+                exhausted_budget = true;
                 break;
             }
-            examined += 1;
             probed += 1;
             k.scanned += 1;
             if walk.explain {

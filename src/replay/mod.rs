@@ -254,6 +254,9 @@ pub fn replay(
         for (llc, cpus) in &llcs {
             let due = next_balance.entry(*llc).or_insert(now);
             if now >= *due {
+                for &c in cpus {
+                    m.refresh(c, now);
+                }
                 let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
                 let seen = LlcBalance {
                     weight: cpus.len() as u32,

@@ -221,6 +221,14 @@ impl Machine {
         }
     }
 
+    /// Brings a CPU's PELT signal up to `now`, as the tick and the periodic balance's
+    /// blocked-average update do between events.
+    pub fn refresh(&mut self, cpu: u32, now: u64) {
+        if (cpu as usize) < self.cpus.len() {
+            self.update_cpu_avg(cpu, now);
+        }
+    }
+
     /// Brings a CPU's PELT signal to `now` under its state since the last event.
     fn update_cpu_avg(&mut self, cpu: u32, now: u64) {
         let c = &mut self.cpus[cpu as usize];

@@ -120,7 +120,7 @@ impl Avg {
             self.load_sum += load * contrib;
         }
         if runnable > 0 {
-            self.runnable_sum += runnable * contrib << 10;
+            self.runnable_sum += (runnable * contrib) << 10;
         }
         if running {
             self.util_sum += contrib << 10;

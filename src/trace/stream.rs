@@ -466,3 +466,31 @@ impl<S: CpuStream> Merge<S> {
         s
     }
 }
+
+/// Events already in memory, as a source: synthetic traces and tests.
+pub struct VecSource {
+    info: SourceInfo,
+    events: std::vec::IntoIter<Event>,
+}
+
+impl VecSource {
+    /// Events must be in time order.
+    pub fn new(info: SourceInfo, events: Vec<Event>) -> VecSource {
+        VecSource {
+            info,
+            events: events.into_iter(),
+        }
+    }
+}
+
+impl EventSource for VecSource {
+    fn info(&self) -> &SourceInfo {
+        &self.info
+    }
+    fn next_event(&mut self) -> Result<Option<Event>> {
+        Ok(self.events.next())
+    }
+    fn stats(&self) -> ReadStats {
+        ReadStats::default()
+    }
+}
