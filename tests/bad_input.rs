@@ -210,3 +210,10 @@ fn perf_data_with_an_absurd_cmdline_count() {
     // This one is also damaged further on; the point is a clean error, not an abort.
     import_fails("cmdline.data", &d, &["record 0"]);
 }
+
+#[test]
+fn perf_data_with_an_impossible_cpu_number() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-sample-cpu.data");
+    let d = std::fs::read(p).unwrap();
+    import_fails("cpu.data", &d, &["record 5850", "CPU 796026224"]);
+}

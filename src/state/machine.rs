@@ -213,7 +213,7 @@ impl Machine {
     }
 
     fn ensure_cpu(&mut self, cpu: u32) {
-        if cpu as usize >= self.cpus.len() {
+        if cpu < crate::trace::MAX_CPUS && cpu as usize >= self.cpus.len() {
             let proto = self.cpus.first().cloned();
             if let Some(p) = proto {
                 self.cpus.resize(cpu as usize + 1, p);
@@ -274,6 +274,21 @@ impl Machine {
     pub fn apply(&mut self, e: &Event) -> Change {
         let c = e.cpu;
         self.ensure_cpu(c);
+        let cpu_ok = |x: i64| (0..crate::trace::MAX_CPUS as i64).contains(&x);
+        let named_ok = match &e.kind {
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => cpu_ok(w.target_cpu as i64),
+            EventKind::Migrate {
+                orig_cpu, dest_cpu, ..
+            } => cpu_ok(*orig_cpu as i64) && cpu_ok(*dest_cpu as i64),
+            _ => true,
+        };
+        if !cpu_ok(c as i64) || !named_ok {
+            // A CPU the machine cannot have: leave the state alone.
+            return Change::None;
+        }
+        if self.cpus.is_empty() || c as usize >= self.cpus.len() {
+            return Change::None;
+        }
         let now = e.ts;
         match &e.kind {
             EventKind::Switch {

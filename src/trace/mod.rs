@@ -13,6 +13,10 @@ pub mod text;
 pub mod tracedat;
 
 pub use error::{Position, Result, TraceError};
+
+/// The largest CPU number a trace may name (the kernel's NR_CPUS limit is 8192); a larger
+/// one is damage, and would otherwise size per-CPU tables.
+pub const MAX_CPUS: u32 = 8192;
 pub use event::{Comm, Event, EventKind, EventType, Wake};
 pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 

@@ -278,6 +278,7 @@ impl PerfData {
     }
 
     fn note_ts(&mut self, cpu: u32, ts: u64) {
+        // Callers check cpu < MAX_CPUS.
         let i = cpu as usize;
         if self.last_ts.len() <= i {
             self.last_ts.resize(i + 1, None);
@@ -308,7 +309,11 @@ impl EventSource for PerfData {
             let rtype = record.record_type;
             if rtype == RecordType::LOST || rtype == RecordType::LOST_SAMPLES {
                 let common = record.common_data().ok();
-                let cpu = common.as_ref().and_then(|c| c.cpu).unwrap_or(u32::MAX);
+                let cpu = common
+                    .as_ref()
+                    .and_then(|c| c.cpu)
+                    .filter(|&c| c < super::MAX_CPUS)
+                    .unwrap_or(u32::MAX);
                 let count = match record.parse() {
                     Ok(EventRecord::Lost(l)) => Some(l.count),
                     _ => None,
@@ -347,6 +352,16 @@ impl EventSource for PerfData {
             else {
                 continue;
             };
+            if cpu >= super::MAX_CPUS {
+                return Err(TraceError::malformed(
+                    &self.path,
+                    Position::Record(self.records),
+                    format!(
+                        "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
+                        super::MAX_CPUS
+                    ),
+                ));
+            }
             let raw = raw.as_slice();
             let decoded = self.decoder.decode(&raw).map_err(|e| {
                 TraceError::malformed(

@@ -303,7 +303,8 @@ fn cpu_column(line: &str) -> Option<(usize, usize, u32)> {
                 && inner.bytes().all(|c| c.is_ascii_digit())
                 && b[open - 1] == b' '
             {
-                return Some((open, close, inner.parse().ok()?));
+                let cpu: u32 = inner.parse().ok()?;
+                return (cpu < super::MAX_CPUS).then_some((open, close, cpu));
             }
         }
         from = open + 1;

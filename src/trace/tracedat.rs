@@ -209,6 +209,9 @@ fn parse_options<R: Reader>(
                     let clock = b.cstr("buffer clock").map_err(bad)?;
                     let _page_size = b.u32("buffer page size").map_err(bad)?;
                     let n = b.u32("buffer CPU count").map_err(bad)?;
+                    if n > super::MAX_CPUS {
+                        return Err(r.error(&format!("option {id}: {n} CPUs")));
+                    }
                     let mut cpus = Vec::new();
                     for _ in 0..n {
                         cpus.push(CpuData {
@@ -216,6 +219,9 @@ fn parse_options<R: Reader>(
                             offset: b.u64("CPU data offset").map_err(bad)?,
                             size: b.u64("CPU data size").map_err(bad)?,
                         });
+                    }
+                    if let Some(c) = cpus.iter().find(|c| c.cpu >= super::MAX_CPUS) {
+                        return Err(r.error(&format!("option {id}: CPU id {}", c.cpu)));
                     }
                     if name.is_empty() {
                         meta.cpus = cpus;
@@ -249,7 +255,13 @@ fn parse_options<R: Reader>(
                     .parse()
                     .map_err(|_| r.error(&format!("OFFSET option {text:?} is not an integer")))?;
             }
-            opt::CPUCOUNT => meta.info.nr_cpus = Some(b.u32("CPU count").map_err(bad)?),
+            opt::CPUCOUNT => {
+                let n = b.u32("CPU count").map_err(bad)?;
+                if n > super::MAX_CPUS {
+                    return Err(r.error(&format!("CPU count {n}")));
+                }
+                meta.info.nr_cpus = Some(n);
+            }
             opt::VERSION => {
                 meta.info.extra.insert("trace-cmd".into(), cstring(&data));
             }
@@ -347,6 +359,12 @@ fn read_v6(r: &mut FileInput, meta: &mut Metadata) -> Result<()> {
     r.sized(4, "printk formats")?;
     parse_cmdlines(r, &mut meta.info.comms)?;
     let ncpus = r.u32("CPU count")?;
+    if ncpus > super::MAX_CPUS {
+        return Err(r.error(&format!(
+            "CPU count {ncpus} is beyond the {} a kernel can have",
+            super::MAX_CPUS
+        )));
+    }
     meta.info.nr_cpus = Some(ncpus);
     let mut tag = r.take(10, "section tag")?;
     if tag == b"options  \0" {
