@@ -1,5 +1,6 @@
 pub mod bundle;
 pub mod capture;
+pub mod compare;
 pub mod info;
 pub mod metrics;
 pub mod policy;

@@ -111,6 +111,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare policies on one or more traces, in the seeds' table layout: baseline
+    /// 1.00 (std%), others compare% (std%), * where Welch's t-test over time windows says
+    /// the difference is beyond the noise.
+    Compare {
+        /// The baseline policy, then the others (`policy:NAME` to be explicit)
+        #[arg(required = true, num_args = 2..)]
+        arms: Vec<String>,
+        /// A trace or bundle, one per row [default: the newest bundle in traces/]
+        #[arg(long = "trace")]
+        traces: Vec<PathBuf>,
+        /// Time windows per trace for the variation
+        #[arg(long, default_value_t = 10)]
+        windows: u32,
+        /// Directory that holds bundles
+        #[arg(long = "traces-dir", default_value = "traces")]
+        traces_dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
     Policies {
@@ -398,6 +417,67 @@ fn run_replay(
     ExitCode::SUCCESS
 }
 
+fn run_compare(
+    arms: Vec<String>,
+    traces: Vec<PathBuf>,
+    windows: u32,
+    traces_dir: PathBuf,
+    json: bool,
+) -> ExitCode {
+    use sisreplay::compare;
+    let mut policies = Vec::new();
+    for a in &arms {
+        let (explicit, name) = match a.split_once(':') {
+            Some(("policy", n)) => (Some("policy"), n),
+            Some(("trace", n)) => (Some("trace"), n),
+            _ => (None, a.as_str()),
+        };
+        let base = name.split(':').next().unwrap_or(name);
+        let is_policy = sisreplay::policy::lookup(base).is_some();
+        let is_bundle = bundle::is_bundle(&traces_dir.join(name));
+        match (explicit, is_policy, is_bundle) {
+            (None, true, true) => {
+                return fail(format!(
+                    "{a:?} is both a policy and a bundle in {}: write policy:{a} or trace:{a}",
+                    traces_dir.display()
+                ))
+            }
+            (Some("trace"), _, _) | (None, false, true) => {
+                return fail(format!(
+                    "{a}: comparing observed bundles (trace arms) is not supported yet; \
+                     name policies, and the bundles with --trace"
+                ))
+            }
+            (_, true, _) => policies.push(name.to_string()),
+            _ => {
+                return fail(format!(
+                    "{a:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}",
+                    traces_dir.display()
+                ))
+            }
+        }
+    }
+    let traces = if traces.is_empty() {
+        vec![compare::newest_bundle(&traces_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_SAMPLE))]
+    } else {
+        traces
+    };
+    if windows < 2 {
+        return fail("--windows must be at least 2 to measure variation");
+    }
+    match compare::compare(&policies, &traces, windows) {
+        Ok(c) if json => {
+            println!("{}", serde_json::to_string_pretty(&c).expect("serialises"));
+            ExitCode::SUCCESS
+        }
+        Ok(c) => {
+            print!("{}", compare::text::render(&c));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn show_policies(name: Option<String>, budget: bool, llc_size: u32, json: bool) -> ExitCode {
     use sisreplay::policy;
     let Some(spec) = name else {
@@ -531,6 +611,13 @@ fn main() -> ExitCode {
             delayed_dequeue_ns,
             json,
         ),
+        Command::Compare {
+            arms,
+            traces,
+            windows,
+            traces_dir,
+            json,
+        } => run_compare(arms, traces, windows, traces_dir, json),
         Command::Policies {
             name,
             budget,

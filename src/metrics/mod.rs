@@ -160,6 +160,19 @@ pub struct Window {
     pub wakeups: u64,
 }
 
+impl Window {
+    /// Adds a later window's counts to this one.
+    pub fn merge(&mut self, o: &Window) {
+        if self.wakeups == 0 {
+            self.start_ns = o.start_ns;
+        }
+        self.counters.add(&o.counters);
+        self.search_ns += o.search_ns;
+        self.cross_llc += o.cross_llc;
+        self.wakeups += o.wakeups;
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyMetrics {
     pub policy: String,

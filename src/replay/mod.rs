@@ -102,6 +102,38 @@ pub enum ReplayError {
     Io(#[from] std::io::Error),
 }
 
+/// Merges neighbouring windows pairwise.
+fn halve_windows(w: &mut Vec<Window>) {
+    let merged = w
+        .chunks(2)
+        .map(|pair| {
+            let mut m = pair[0].clone();
+            if let Some(b) = pair.get(1) {
+                m.merge(b);
+            }
+            m
+        })
+        .collect();
+    *w = merged;
+}
+
+/// Groups fine windows into `n` windows of equal length (the last may be shorter).
+fn regroup(fine: Vec<Window>, n: usize) -> Vec<Window> {
+    if fine.len() <= n {
+        return fine;
+    }
+    let per = fine.len().div_ceil(n);
+    fine.chunks(per)
+        .map(|c| {
+            let mut m = c[0].clone();
+            for w in &c[1..] {
+                m.merge(w);
+            }
+            m
+        })
+        .collect()
+}
+
 /// The policy a kernel release runs by default: SIS_UTIL from v6.0, SIS_PROP before.
 pub fn kernel_policy(release: Option<&str>) -> &'static str {
     let version = release.and_then(|r| {
@@ -189,12 +221,11 @@ pub fn replay(
             last_lock: HashMap::new(),
         });
     }
-    let (first_ts, last_ts) = meta.map_or((None, None), |m| (m.first_ts_ns, m.last_ts_ns));
-    let window_ns = match (first_ts, last_ts) {
-        (Some(a), Some(b)) if b > a => ((b - a) / opts.windows.max(1) as u64).max(1),
-        _ => u64::MAX,
-    };
-    let t0 = first_ts.unwrap_or(0);
+    // Fine windows of fine_ns, doubled whenever there would be more than MAX_FINE of
+    // them, are regrouped into opts.windows equal windows at the end: the trace's length
+    // need not be known in advance.
+    const MAX_FINE: usize = 4096;
+    let mut fine_ns: u64 = 1_000_000;
     if let Some(w) = opts.decisions.as_mut() {
         writeln!(
             w,
@@ -352,11 +383,15 @@ pub fn replay(
                     let ipi = out.recorded_on != waker_cpu;
                     result.ipi_wakeups += ipi as u64;
                     let span_idle = m.topo.llc_span(target).iter().any(|&c| m.is_idle(c));
-                    let win = if window_ns == u64::MAX {
-                        0
-                    } else {
-                        ((now.saturating_sub(t0)) / window_ns) as usize
-                    };
+                    let t0 = first_seen.unwrap_or(now);
+                    let mut win = (now.saturating_sub(t0) / fine_ns) as usize;
+                    while win >= MAX_FINE {
+                        for r in running.iter_mut() {
+                            halve_windows(&mut r.metrics.windows);
+                        }
+                        fine_ns *= 2;
+                        win = (now.saturating_sub(t0) / fine_ns) as usize;
+                    }
                     let mut kernel_path = None;
                     for r in running.iter_mut() {
                         let d = select_idle_sibling(
@@ -406,7 +441,7 @@ pub fn replay(
                             pm.windows.resize_with(win + 1, Window::default);
                         }
                         let wd = &mut pm.windows[win];
-                        wd.start_ns = t0 + win as u64 * window_ns.min(u64::MAX / 1024);
+                        wd.start_ns = t0 + win as u64 * fine_ns;
                         wd.counters.add(&d.counters);
                         wd.search_ns += d.search_ns;
                         wd.cross_llc += cross_llc as u64;
@@ -473,6 +508,10 @@ pub fn replay(
     result.duration_ns = last_seen.saturating_sub(first_seen.unwrap_or(0));
     for mut r in running {
         r.metrics.derived = Derived::of(&r.metrics.counters);
+        r.metrics.windows = regroup(
+            std::mem::take(&mut r.metrics.windows),
+            opts.windows.max(1) as usize,
+        );
         result.policies.push(r.metrics);
     }
     Ok(result)

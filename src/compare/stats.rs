@@ -1,0 +1,74 @@
+//! Mean, standard deviation and Welch's t-test over per-window values, to tell whether a
+//! difference between two arms is larger than the trace's own variation.
+
+/// Mean and sample standard deviation.
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
+    (m, var.sqrt())
+}
+
+/// Two-sided 5 % critical values of Student's t for 1..=30 degrees of freedom.
+const T_CRIT: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+/// Welch's t-test at 5 %, two-sided: (t, Welch–Satterthwaite df, significant). Degrees of
+/// freedom are rounded down for the table; above 30 the normal 1.96 is used.
+pub fn welch(a: &[f64], b: &[f64]) -> (f64, f64, bool) {
+    if a.len() < 2 || b.len() < 2 {
+        return (0.0, 0.0, false);
+    }
+    let (ma, sa) = mean_std(a);
+    let (mb, sb) = mean_std(b);
+    let (va, vb) = (sa * sa / a.len() as f64, sb * sb / b.len() as f64);
+    if va + vb == 0.0 {
+        // No variation at all: any difference is beyond the noise.
+        return (f64::INFINITY, f64::INFINITY, ma != mb);
+    }
+    let t = (ma - mb) / (va + vb).sqrt();
+    let df =
+        (va + vb).powi(2) / (va * va / (a.len() as f64 - 1.0) + vb * vb / (b.len() as f64 - 1.0));
+    let crit = if df >= 31.0 {
+        1.96
+    } else {
+        T_CRIT[(df.floor().max(1.0) as usize) - 1]
+    };
+    (t, df, t.abs() > crit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_and_sample_std() {
+        let (m, s) = mean_std(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert!((m - 5.0).abs() < 1e-12);
+        assert!((s - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn welch_by_hand() {
+        // a: mean 10, var 1 (n 5); b: mean 12, var 1 (n 5): t = −2/√0.4 = −3.162, df 8,
+        // critical 2.306: significant.
+        let a = [9.0, 10.0, 11.0, 9.0, 11.0];
+        let b = [11.0, 12.0, 13.0, 11.0, 13.0];
+        let (t, df, sig) = welch(&a, &b);
+        assert!((t + 2.0 / 0.4f64.sqrt()).abs() < 1e-9, "{t}");
+        assert!((df - 8.0).abs() < 1e-9);
+        assert!(sig);
+        // Means 0.5 apart with the same spread: t = −0.79, not significant.
+        let c = [9.5, 10.5, 11.5, 9.5, 11.5];
+        assert!(!welch(&a, &c).2);
+    }
+}
