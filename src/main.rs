@@ -409,11 +409,26 @@ fn run_replay(
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    // Results of a bundle go beside it, for compare, reports and notebooks.
+    let saved = if meta.is_some() {
+        match replay::results::write(&input, &r) {
+            Ok(dir) => Some(dir),
+            Err(e) => return fail(e),
+        }
+    } else {
+        None
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
         return ExitCode::SUCCESS;
     }
     print!("{}", replay::text::summary(&input, &r));
+    if let Some(d) = saved {
+        println!(
+            "\nresults: {}/replay.json, replay-windows.parquet",
+            d.display()
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -151,3 +151,60 @@ fn fidelity_on_the_committed_trace_dat_samples() {
         );
     }
 }
+
+/// On a bundle, replay leaves results/replay.json and a Parquet of per-window counters
+/// whose sums are the totals.
+#[test]
+fn replay_of_a_bundle_writes_results_that_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_sisreplay");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/samples/hackbench-v6.dat");
+    let st = std::process::Command::new(bin)
+        .args(["import", src.to_str().unwrap(), "--name", "b"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let b = dir.path().join("traces/b");
+    let st = std::process::Command::new(bin)
+        .args([
+            "replay",
+            b.to_str().unwrap(),
+            "--policy",
+            "sis_prop,sis_util",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("results/replay.json")).unwrap())
+            .unwrap();
+    let script = r#"
+import sys, json, polars as pl
+df = pl.read_parquet(sys.argv[1])
+print(json.dumps({p: int(v) for p, v in df.group_by("policy").agg(pl.col("scanned").sum()).iter_rows()}))
+"#;
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            script,
+            b.join("results/replay-windows.parquet").to_str().unwrap(),
+        ])
+        .output()
+        .expect("python3 with polars");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sums: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in json["policies"].as_array().unwrap() {
+        let name = p["policy"].as_str().unwrap();
+        assert_eq!(sums[name], p["counters"]["scanned"], "{name}");
+        assert!(p["windows"].as_array().unwrap().len() <= 10);
+    }
+}

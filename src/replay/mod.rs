@@ -7,6 +7,7 @@
 //! (the sched_wakeup that follows, possibly later and on the target CPU when it went
 //! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
 
+pub mod results;
 pub mod text;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -1,0 +1,84 @@
+//! Replay results on disk, in the bundle's `results/` folder: the whole result as JSON,
+//! and the per-window counters of every policy as Parquet for notebooks.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+
+use super::ReplayResult;
+
+/// Writes `results/replay.json` and `results/replay-windows.parquet` under `bundle`,
+/// each through a temporary name, so a reader never sees half a file.
+pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
+    let dir = bundle.join("results");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = dir.join("replay.json");
+    let tmp = dir.join(".replay.json.tmp");
+    let text = serde_json::to_string_pretty(r).expect("serialises");
+    std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &json).map_err(|e| format!("{}: {e}", json.display()))?;
+
+    let cols: [&str; 12] = [
+        "window_start_ns",
+        "wakeups",
+        "search",
+        "domain_search",
+        "scanned",
+        "failed",
+        "recent_hit",
+        "recent_miss",
+        "core_search",
+        "core_failed",
+        "search_ns",
+        "cross_llc",
+    ];
+    let mut fields = vec![Field::new("policy", DataType::Utf8, false)];
+    fields.extend(cols.iter().map(|c| Field::new(*c, DataType::UInt64, false)));
+    let schema = Arc::new(Schema::new(fields));
+    let mut policy = Vec::new();
+    let mut values: Vec<Vec<u64>> = vec![Vec::new(); cols.len()];
+    for p in &r.policies {
+        for w in &p.windows {
+            policy.push(p.policy.clone());
+            let k = &w.counters;
+            for (i, v) in [
+                w.start_ns,
+                w.wakeups,
+                k.search,
+                k.domain_search,
+                k.scanned,
+                k.failed,
+                k.recent_hit,
+                k.recent_miss,
+                k.core_search,
+                k.core_failed,
+                w.search_ns,
+                w.cross_llc,
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                values[i].push(v);
+            }
+        }
+    }
+    let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(policy))];
+    arrays.extend(
+        values
+            .into_iter()
+            .map(|v| Arc::new(UInt64Array::from(v)) as ArrayRef),
+    );
+    let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())?;
+    let pq = dir.join("replay-windows.parquet");
+    let tmp = dir.join(".replay-windows.parquet.tmp");
+    let f = File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let mut w = ArrowWriter::try_new(f, schema, None).map_err(|e| e.to_string())?;
+    w.write(&batch).map_err(|e| e.to_string())?;
+    w.close().map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, &pq).map_err(|e| format!("{}: {e}", pq.display()))?;
+    Ok(dir)
+}
