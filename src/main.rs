@@ -30,131 +30,149 @@ struct Cli {
 enum Command {
     /// Read a trace (trace.dat v6/v7, perf.data, tracefs/trace-cmd/perf text) into a bundle
     /// under traces/NAME: meta.json plus events.parquet.
-    Import {
-        /// The trace file [default: the committed hackbench sample]
-        file: Option<PathBuf>,
-        /// Bundle name [default: the file name without its extension]
-        #[arg(long)]
-        name: Option<String>,
-        /// Machine description: `here` (this machine's sysfs) or a JSON file
-        #[arg(long)]
-        machine: Option<String>,
-        /// Directory that holds bundles
-        #[arg(long, default_value = "traces")]
-        traces: PathBuf,
-        /// Print the bundle's metadata as JSON
-        #[arg(long)]
-        json: bool,
-    },
+    Import(ImportArgs),
     /// Record a scheduler trace on this machine (root) into a bundle, optionally around a
     /// workload: `sisreplay capture --duration 10s -- hackbench -g 4 -l 1000`.
-    Capture {
-        /// How long to trace: 100s, 500ms, 2m [default: 10s]; a workload that exits first
-        /// ends the capture
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        duration: std::time::Duration,
-        /// Bundle directory [default: traces/capture-HOST-YYYYmmdd-HHMMSS]
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// Directory that holds bundles
-        #[arg(long, default_value = "traces")]
-        traces: PathBuf,
-        #[arg(long, value_enum, default_value = "tracefs")]
-        backend: BackendArg,
-        /// Events to enable, as system/name, comma-separated [default: the sched and irq
-        /// events of the model]
-        #[arg(long, value_delimiter = ',')]
-        events: Option<Vec<String>>,
-        /// Per-CPU ring buffer size in KiB
-        #[arg(long, default_value_t = 16384)]
-        buffer_kb: u32,
-        /// Record the duration of each idle-CPU search where the kernel allows it
-        #[arg(long)]
-        search_latency: bool,
-        /// Print the bundle's metadata as JSON
-        #[arg(long)]
-        json: bool,
-        /// The workload to run while tracing
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
+    Capture(CaptureArgs),
     /// Replay a trace's wakeups through idle-search policies (decision replay): SIS
     /// counters, search time, placements, rq locks, and agreement with the kernel.
-    Replay {
-        /// A bundle directory or trace file [default: the committed hackbench sample]
-        input: Option<PathBuf>,
-        /// Policies, comma-separated, each `name[:key=value...]`
-        #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
-        policy: Vec<String>,
-        /// The policy compared with the kernel's choices [default: from the kernel release]
-        #[arg(long)]
-        as_kernel: Option<String>,
-        /// Also write one CSV row per wakeup and policy
-        #[arg(long)]
-        decisions: Option<PathBuf>,
-        /// Explain each policy's steps for the wakeup at this timestamp (ns)
-        #[arg(long)]
-        explain: Option<u64>,
-        /// Modelled cost of each runqueue probed, ns
-        #[arg(long, default_value_t = 350)]
-        probe_ns: u64,
-        /// Modelled fixed cost of entering the scan, ns
-        #[arg(long, default_value_t = 500)]
-        entry_ns: u64,
-        /// Time windows for variation
-        #[arg(long, default_value_t = 10)]
-        windows: u32,
-        /// Treat a wakeup within this many ns of the task blocking as a DELAY_DEQUEUE
-        /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
-        #[arg(long)]
-        delayed_dequeue_ns: Option<u64>,
-        #[arg(long)]
-        json: bool,
-    },
+    Replay(ReplayArgs),
     /// Compare policies on one or more traces, in the seeds' table layout: baseline
     /// 1.00 (std%), others compare% (std%), * where Welch's t-test over time windows says
     /// the difference is beyond the noise.
-    Compare {
-        /// The baseline policy, then the others (`policy:NAME` to be explicit)
-        #[arg(required = true, num_args = 2..)]
-        arms: Vec<String>,
-        /// A trace or bundle, one per row [default: the newest bundle in traces/]
-        #[arg(long = "trace")]
-        traces: Vec<PathBuf>,
-        /// Time windows per trace for the variation
-        #[arg(long, default_value_t = 10)]
-        windows: u32,
-        /// Directory that holds bundles
-        #[arg(long = "traces-dir", default_value = "traces")]
-        traces_dir: PathBuf,
-        #[arg(long)]
-        json: bool,
-    },
+    Compare(CompareArgs),
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
-    Policies {
-        /// A policy, with parameters: `sis_util:pct=117`
-        name: Option<String>,
-        /// Print the scan budget at LLC utilisation 0..100 % in steps of 5
-        #[arg(long)]
-        budget: bool,
-        /// LLC size for --budget
-        #[arg(long, default_value_t = 112)]
-        llc_size: u32,
-        #[arg(long)]
-        json: bool,
-    },
+    Policies(PoliciesArgs),
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
-    Info {
-        /// A bundle directory or trace file [default: the committed hackbench sample]
-        input: Option<PathBuf>,
-        /// How many tasks to list
-        #[arg(long, default_value_t = 10)]
-        top: usize,
-        #[arg(long)]
-        json: bool,
-    },
+    Info(InfoArgs),
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// The trace file [default: the committed hackbench sample]
+    pub file: Option<PathBuf>,
+    /// Bundle name [default: the file name without its extension]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Machine description: `here` (this machine's sysfs) or a JSON file
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Directory that holds bundles
+    #[arg(long, default_value = "traces")]
+    pub traces: PathBuf,
+    /// Print the bundle's metadata as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct CaptureArgs {
+    /// How long to trace: 100s, 500ms, 2m [default: 10s]; a workload that exits first
+    /// ends the capture
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// Bundle directory [default: traces/capture-HOST-YYYYmmdd-HHMMSS]
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Directory that holds bundles
+    #[arg(long, default_value = "traces")]
+    pub traces: PathBuf,
+    #[arg(long, value_enum, default_value = "tracefs")]
+    pub backend: BackendArg,
+    /// Events to enable, as system/name, comma-separated [default: the sched and irq
+    /// events of the model]
+    #[arg(long, value_delimiter = ',')]
+    pub events: Option<Vec<String>>,
+    /// Per-CPU ring buffer size in KiB
+    #[arg(long, default_value_t = 16384)]
+    pub buffer_kb: u32,
+    /// Record the duration of each idle-CPU search where the kernel allows it
+    #[arg(long)]
+    pub search_latency: bool,
+    /// Print the bundle's metadata as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The workload to run while tracing
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct ReplayArgs {
+    /// A bundle directory or trace file [default: the committed hackbench sample]
+    pub input: Option<PathBuf>,
+    /// Policies, comma-separated, each `name[:key=value...]`
+    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    pub policy: Vec<String>,
+    /// The policy compared with the kernel's choices [default: from the kernel release]
+    #[arg(long)]
+    pub as_kernel: Option<String>,
+    /// Also write one CSV row per wakeup and policy
+    #[arg(long)]
+    pub decisions: Option<PathBuf>,
+    /// Explain each policy's steps for the wakeup at this timestamp (ns)
+    #[arg(long)]
+    pub explain: Option<u64>,
+    /// Modelled cost of each runqueue probed, ns
+    #[arg(long, default_value_t = 350)]
+    pub probe_ns: u64,
+    /// Modelled fixed cost of entering the scan, ns
+    #[arg(long, default_value_t = 500)]
+    pub entry_ns: u64,
+    /// Time windows for variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Treat a wakeup within this many ns of the task blocking as a DELAY_DEQUEUE
+    /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
+    #[arg(long)]
+    pub delayed_dequeue_ns: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// The baseline policy, then the others (`policy:NAME` to be explicit)
+    #[arg(required = true, num_args = 2..)]
+    pub arms: Vec<String>,
+    /// A trace or bundle, one per row [default: the newest bundle in traces/]
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// Time windows per trace for the variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Directory that holds bundles
+    #[arg(long = "traces-dir", default_value = "traces")]
+    pub traces_dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct PoliciesArgs {
+    /// A policy, with parameters: `sis_util:pct=117`
+    pub name: Option<String>,
+    /// Print the scan budget at LLC utilisation 0..100 % in steps of 5
+    #[arg(long)]
+    pub budget: bool,
+    /// LLC size for --budget
+    #[arg(long, default_value_t = 112)]
+    pub llc_size: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct InfoArgs {
+    /// A bundle directory or trace file [default: the committed hackbench sample]
+    pub input: Option<PathBuf>,
+    /// How many tasks to list
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -208,13 +226,14 @@ fn machine(spec: Option<&str>) -> Result<Option<Topology>, String> {
     }
 }
 
-fn import(
-    file: Option<PathBuf>,
-    name: Option<String>,
-    machine_spec: Option<String>,
-    traces: PathBuf,
-    json: bool,
-) -> ExitCode {
+fn import(args: ImportArgs) -> ExitCode {
+    let ImportArgs {
+        file,
+        name,
+        machine: machine_spec,
+        traces,
+        json,
+    } = args;
     let file = default_input(file);
     let topology = match machine(machine_spec.as_deref()) {
         Ok(t) => t,
@@ -281,18 +300,18 @@ fn import(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_capture(
-    duration: std::time::Duration,
-    output: Option<PathBuf>,
-    traces: PathBuf,
-    backend: BackendArg,
-    events: Option<Vec<String>>,
-    buffer_kb: u32,
-    search_latency: bool,
-    json: bool,
-    command: Vec<String>,
-) -> ExitCode {
+fn run_capture(args: CaptureArgs) -> ExitCode {
+    let CaptureArgs {
+        duration,
+        output,
+        traces,
+        backend,
+        events,
+        buffer_kb,
+        search_latency,
+        json,
+        command,
+    } = args;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
     // SIGINT, SIGTERM and SIGHUP end the capture early; the bundle is still written and
@@ -361,19 +380,19 @@ fn run_capture(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_replay(
-    input: Option<PathBuf>,
-    policy: Vec<String>,
-    as_kernel: Option<String>,
-    decisions: Option<PathBuf>,
-    explain: Option<u64>,
-    probe_ns: u64,
-    entry_ns: u64,
-    windows: u32,
-    delayed_dequeue_ns: Option<u64>,
-    json: bool,
-) -> ExitCode {
+fn run_replay(args: ReplayArgs) -> ExitCode {
+    let ReplayArgs {
+        input,
+        policy,
+        as_kernel,
+        decisions,
+        explain,
+        probe_ns,
+        entry_ns,
+        windows,
+        delayed_dequeue_ns,
+        json,
+    } = args;
     use sisreplay::replay::{self, ReplayOptions};
     let input = default_input(input);
     let meta = if bundle::is_bundle(&input) {
@@ -432,13 +451,14 @@ fn run_replay(
     ExitCode::SUCCESS
 }
 
-fn run_compare(
-    arms: Vec<String>,
-    traces: Vec<PathBuf>,
-    windows: u32,
-    traces_dir: PathBuf,
-    json: bool,
-) -> ExitCode {
+fn run_compare(args: CompareArgs) -> ExitCode {
+    let CompareArgs {
+        arms,
+        traces,
+        windows,
+        traces_dir,
+        json,
+    } = args;
     use sisreplay::compare;
     let mut policies = Vec::new();
     for a in &arms {
@@ -493,7 +513,13 @@ fn run_compare(
     }
 }
 
-fn show_policies(name: Option<String>, budget: bool, llc_size: u32, json: bool) -> ExitCode {
+fn show_policies(args: PoliciesArgs) -> ExitCode {
+    let PoliciesArgs {
+        name,
+        budget,
+        llc_size,
+        json,
+    } = args;
     use sisreplay::policy;
     let Some(spec) = name else {
         if budget {
@@ -572,7 +598,8 @@ fn show_policies(name: Option<String>, budget: bool, llc_size: u32, json: bool) 
     }
 }
 
-fn show_info(input: Option<PathBuf>, top: usize, json: bool) -> ExitCode {
+fn show_info(args: InfoArgs) -> ExitCode {
+    let InfoArgs { input, top, json } = args;
     let input = default_input(input);
     let mut src = match trace::open(&input) {
         Ok(s) => s,
@@ -595,70 +622,11 @@ fn show_info(input: Option<PathBuf>, top: usize, json: bool) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Import {
-            file,
-            name,
-            machine,
-            traces,
-            json,
-        } => import(file, name, machine, traces, json),
-        Command::Info { input, top, json } => show_info(input, top, json),
-        Command::Replay {
-            input,
-            policy,
-            as_kernel,
-            decisions,
-            explain,
-            probe_ns,
-            entry_ns,
-            windows,
-            delayed_dequeue_ns,
-            json,
-        } => run_replay(
-            input,
-            policy,
-            as_kernel,
-            decisions,
-            explain,
-            probe_ns,
-            entry_ns,
-            windows,
-            delayed_dequeue_ns,
-            json,
-        ),
-        Command::Compare {
-            arms,
-            traces,
-            windows,
-            traces_dir,
-            json,
-        } => run_compare(arms, traces, windows, traces_dir, json),
-        Command::Policies {
-            name,
-            budget,
-            llc_size,
-            json,
-        } => show_policies(name, budget, llc_size, json),
-        Command::Capture {
-            duration,
-            output,
-            traces,
-            backend,
-            events,
-            buffer_kb,
-            search_latency,
-            json,
-            command,
-        } => run_capture(
-            duration,
-            output,
-            traces,
-            backend,
-            events,
-            buffer_kb,
-            search_latency,
-            json,
-            command,
-        ),
+        Command::Import(a) => import(a),
+        Command::Capture(a) => run_capture(a),
+        Command::Replay(a) => run_replay(a),
+        Command::Compare(a) => run_compare(a),
+        Command::Policies(a) => show_policies(a),
+        Command::Info(a) => show_info(a),
     }
 }

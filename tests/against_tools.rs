@@ -4,24 +4,13 @@
 //! agreement on timestamp, CPU, pid and every field, in the same order; where a printer
 //! is lossy (microseconds, state letters, `ret=handled`) both sides are reduced the same way.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::*;
+
+use std::path::Path;
 use std::process::Command;
 
-use sisreplay::trace::{self, Event, EventKind, EventSource};
-
-fn sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/samples")
-        .join(name)
-}
-
-fn read_all(src: &mut dyn EventSource) -> Vec<Event> {
-    let mut v = Vec::new();
-    while let Some(e) = src.next_event().unwrap() {
-        v.push(e);
-    }
-    v
-}
+use sisreplay::trace::{self, Event, EventKind};
 
 fn read_path(p: &Path) -> Vec<Event> {
     read_all(trace::open(p).unwrap().as_mut())

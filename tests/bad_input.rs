@@ -1,14 +1,11 @@
 //! Damaged and wrong inputs: each gives one line on stderr naming the file, the offset
 //! (or line) and what was expected, exit code 2, no panic, and no bundle left behind.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+use common::*;
 
-fn sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/samples")
-        .join(name)
-}
+use std::path::Path;
+use std::process::Command;
 
 struct Outcome {
     code: Option<i32>,

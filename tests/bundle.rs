@@ -1,25 +1,14 @@
 //! Bundles: the events come back exactly as read, the Parquet file opens in Python polars
 //! with the documented columns, and meta.json agrees with the events.
 
+mod common;
+use common::*;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sisreplay::bundle::{self, Bundle, ImportOptions};
-use sisreplay::trace::{self, Event, EventSource};
-
-fn sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/samples")
-        .join(name)
-}
-
-fn read_all(src: &mut dyn EventSource) -> Vec<Event> {
-    let mut v = Vec::new();
-    while let Some(e) = src.next_event().unwrap() {
-        v.push(e);
-    }
-    v
-}
+use sisreplay::trace;
 
 fn import(src: &Path, dir: &Path) -> (PathBuf, bundle::Meta) {
     let dest = dir.join("b");

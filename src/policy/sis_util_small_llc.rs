@@ -3,9 +3,7 @@
 //! among 16 CPUs is negligible." LLCs of at most `max_llc` CPUs are scanned whole; larger
 //! ones use merged SIS_UTIL. Not in any kernel.
 
-use std::collections::HashMap;
-
-use super::sis_util::nr_idle_scan;
+use super::sis_util::SisUtil;
 use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
 
 pub static INFO: PolicyInfo = PolicyInfo {
@@ -29,17 +27,18 @@ pub static INFO: PolicyInfo = PolicyInfo {
 };
 
 pub struct SisUtilSmallLlc {
-    pct: u64,
     max_llc: u32,
-    nr: HashMap<u32, u32>,
+    /// Merged SIS_UTIL, for the larger LLCs.
+    large: SisUtil,
 }
 
 impl SisUtilSmallLlc {
     pub fn new(p: &Params) -> Result<SisUtilSmallLlc, ParamError> {
+        let pct: u64 = p.get("pct", 100..=200)?;
+        let util = Params::parse(&super::sis_util::INFO, &format!("pct={pct}"))?;
         Ok(SisUtilSmallLlc {
-            pct: p.get("pct", 100..=200)?,
             max_llc: p.get("max_llc", 0..=4096)?,
-            nr: HashMap::new(),
+            large: SisUtil::new(&util)?,
         })
     }
 }
@@ -49,14 +48,13 @@ impl Policy for SisUtilSmallLlc {
         &INFO
     }
     fn on_llc_balance(&mut self, llc: u32, seen: &LlcBalance) {
-        self.nr
-            .insert(llc, nr_idle_scan(seen.sum_util, seen.weight, self.pct));
+        self.large.on_llc_balance(llc, seen)
     }
     fn budget(&mut self, ctx: &ScanContext) -> Budget {
         if ctx.llc_size <= self.max_llc {
             return Budget::Unlimited;
         }
-        Budget::Cpus(self.nr.get(&ctx.llc).copied().unwrap_or(0))
+        self.large.budget(ctx)
     }
 }
 
