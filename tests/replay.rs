@@ -208,3 +208,47 @@ print(json.dumps({p: int(v) for p, v in df.group_by("policy").agg(pl.col("scanne
         assert!(p["windows"].as_array().unwrap().len() <= 10);
     }
 }
+
+fn irq(ts: u64, cpu: u32, entry: bool) -> Event {
+    Event {
+        ts,
+        cpu,
+        common_pid: 0,
+        kind: if entry {
+            EventKind::IrqEntry {
+                irq: 24,
+                name: "virtio0".into(),
+            }
+        } else {
+            EventKind::IrqExit { irq: 24, ret: 1 }
+        },
+    }
+}
+
+/// CAS (seed 004): CPUs 0..5 busy, CPU6 idle but spending 90 % of its time in IRQs,
+/// CPU7 idle. A wakeup on CPU5 scans 6 then 7: SIS_PROP takes CPU6, CAS and its static
+/// variant skip the low-capacity CPU6 for CPU7.
+#[test]
+fn cas_skips_an_idle_cpu_eaten_by_interrupts() {
+    let mut ev = Vec::new();
+    for cpu in 0..6 {
+        ev.push(switch(cpu as u64, cpu, 0, 100 + cpu as i32));
+    }
+    for ms in 0..400u64 {
+        ev.push(irq(1_000 + ms * 1_000_000, 6, true));
+        ev.push(irq(1_000 + ms * 1_000_000 + 900_000, 6, false));
+    }
+    let t = 400_500_000;
+    ev.push(wake(t, 5, 105, 200, 5, true));
+    ev.push(wake(t + 1_000, 5, 105, 200, 7, false));
+    let (_, csv) = run(ev, &["sis_prop", "cas", "cas_static"]);
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let cpu_of = |p: &str| rows.iter().find(|r| r[5] == p).unwrap()[6];
+    assert_eq!(cpu_of("sis_prop"), "6", "{rows:?}");
+    assert_eq!(cpu_of("cas"), "7", "{rows:?}");
+    assert_eq!(cpu_of("cas_static"), "7", "{rows:?}");
+}

@@ -242,6 +242,7 @@ pub fn replay(
         .map(|(k, v)| (*k, v.clone()))
         .collect();
     let mut next_balance: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut caploads = vec![1023u32; m.topo.nr_cpus as usize];
     let mut ahead: VecDeque<Event> = VecDeque::new();
     let mut batch = Vec::with_capacity(4096);
     let mut done = false;
@@ -295,8 +296,17 @@ pub fn replay(
                     sum_util: cpus.iter().map(|&c| m.cpu_util(c)).sum(),
                     idle_cpus: idle,
                 };
+                // update_cpu_capacity runs with the balance: caploads for CAS.
+                let max_cap = (0..m.topo.nr_cpus)
+                    .map(|c| m.capacity(c))
+                    .max()
+                    .unwrap_or(1024);
+                for (c, cl) in caploads.iter_mut().enumerate() {
+                    *cl = crate::policy::cas::capload(m.capacity(c as u32), 1024.max(max_cap));
+                }
                 for r in running.iter_mut() {
                     r.policy.on_llc_balance(*llc, &seen);
+                    r.policy.on_capacities(&caploads, now);
                 }
                 let ms = cpus.len() as u64 * if idle > 0 { 1 } else { 16 };
                 *due = now + ms * 1_000_000;
@@ -400,7 +410,7 @@ pub fn replay(
                             r.policy.as_mut(),
                             &wakee,
                             &opts.time,
-                            &[],
+                            &caploads,
                             explain,
                         );
                         let pm = &mut r.metrics;

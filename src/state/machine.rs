@@ -97,6 +97,12 @@ pub struct CpuState {
     pub avg: Avg,
     /// Hard and soft IRQ nesting right now.
     pub irq_depth: u32,
+    /// Priority of the running task (< 100: RT).
+    pub curr_prio: i32,
+    /// Time in hard and soft IRQ, as a PELT signal (avg_irq).
+    pub irq_avg: Avg,
+    /// Time running RT tasks, as a PELT signal (avg_rt).
+    pub rt_avg: Avg,
 }
 
 #[derive(Debug, Clone)]
@@ -174,6 +180,9 @@ impl Machine {
             max_idle_balance_cost: MIGRATION_COST_NS,
             avg: Avg::default(),
             irq_depth: 0,
+            curr_prio: 120,
+            irq_avg: Avg::default(),
+            rt_avg: Avg::default(),
         };
         Machine {
             cpus: vec![cpu; topo.nr_cpus as usize],
@@ -205,6 +214,19 @@ impl Machine {
         self.cpus
             .get(cpu as usize)
             .map_or(0, |c| c.avg.util_avg.min(1024))
+    }
+
+    /// capacity_of as scale_rt_capacity computes it (v4.19+) on a symmetric machine:
+    /// (1024 − rt) · (1024 − irq) / 1024 from the PELT-averaged RT and IRQ time, at least 1.
+    pub fn capacity(&self, cpu: u32) -> u64 {
+        let Some(c) = self.cpus.get(cpu as usize) else {
+            return 1024;
+        };
+        let (max, irq, used) = (1024u64, c.irq_avg.util_avg, c.rt_avg.util_avg);
+        if irq >= max || used >= max {
+            return 1;
+        }
+        ((max - used) * (max - irq) / max).max(1)
     }
 
     /// cpu_load: the root cfs_rq's load_avg.
@@ -289,6 +311,15 @@ impl Machine {
         if self.cpus.is_empty() || c as usize >= self.cpus.len() {
             return Change::None;
         }
+        {
+            // RT and IRQ pressure up to now, under the state since the last event here.
+            let cs = &mut self.cpus[c as usize];
+            let in_irq = cs.irq_depth > 0;
+            let rt = cs.curr != 0 && cs.curr_prio < 100;
+            cs.irq_avg
+                .update(e.ts, in_irq as u64, in_irq as u64, in_irq, 1);
+            cs.rt_avg.update(e.ts, rt as u64, rt as u64, rt, 1);
+        }
         let now = e.ts;
         match &e.kind {
             EventKind::Switch {
@@ -335,6 +366,7 @@ impl Machine {
                     cs.idle_stamp = Some(now);
                 }
                 self.cpus[c as usize].curr = *next_pid;
+                self.cpus[c as usize].curr_prio = *next_prio;
                 Change::None
             }
             EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
