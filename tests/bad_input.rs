@@ -214,3 +214,14 @@ fn perf_data_with_an_impossible_cpu_number() {
     let d = std::fs::read(p).unwrap();
     import_fails("cpu.data", &d, &["record 5850", "CPU 796026224"]);
 }
+
+#[test]
+fn perf_data_with_an_absurd_feature_section_size() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-feature-size.data");
+    let d = std::fs::read(p).unwrap();
+    import_fails(
+        "feature.data",
+        &d,
+        &["offset 0x143c8", "feature section #10"],
+    );
+}

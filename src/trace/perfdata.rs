@@ -98,6 +98,16 @@ fn check_header(path: &Path) -> Result<()> {
     for (i, e) in entries.chunks(16).enumerate() {
         let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
         let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
+        if off.checked_add(size).is_none_or(|end| end > len) {
+            return Err(TraceError::malformed(
+                path,
+                Position::Offset(table + i as u64 * 16),
+                format!(
+                    "feature section #{i} ({size} bytes at {off:#x}) runs past the end of the \
+                     file at {len:#x}; the file is truncated"
+                ),
+            ));
+        }
         if Some(i) == event_desc {
             // The crate sizes vectors from the counts and lengths in this section before
             // checking them against it, so damaged ones would exhaust memory: walk the
@@ -114,16 +124,6 @@ fn check_header(path: &Path) -> Result<()> {
                     what,
                 ));
             }
-        }
-        if off.checked_add(size).is_none_or(|end| end > len) {
-            return Err(TraceError::malformed(
-                path,
-                Position::Offset(table + i as u64 * 16),
-                format!(
-                    "feature section #{i} ({size} bytes at {off:#x}) runs past the end of the \
-                     file at {len:#x}; the file is truncated"
-                ),
-            ));
         }
     }
     Ok(())
