@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use sisreplay::replay::{replay, ReplayOptions};
+use sisreplay::replay::{replay, replay_parallel, ReplayOptions};
 use sisreplay::trace;
 
 fn main() {
@@ -70,5 +70,29 @@ fn main() {
     println!(
         "state + reading share of one-policy time: {:.0}%",
         100.0 * (one - per_policy) / one
+    );
+    let open = || -> Result<Box<dyn trace::EventSource>, sisreplay::replay::ReplayError> {
+        Ok(trace::open(&p).map_err(|e| std::io::Error::other(e.to_string()))?)
+    };
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        replay_parallel(
+            &open,
+            None,
+            ReplayOptions {
+                policies: all.iter().map(|s| s.to_string()).collect(),
+                as_kernel: Some(all[0].to_string()),
+                ..Default::default()
+            },
+            2,
+        )
+        .unwrap();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "{} policies on 2 threads: {best:.3} s, speed-up {:.2}x over one pass",
+        all.len(),
+        many / best
     );
 }

@@ -128,6 +128,9 @@ struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
+    /// Threads to split the policies over (each reads the trace itself)
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -391,6 +394,7 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         entry_ns,
         windows,
         delayed_dequeue_ns,
+        jobs,
         json,
     } = args;
     use sisreplay::replay::{self, ReplayOptions};
@@ -403,11 +407,11 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
     } else {
         None
     };
-    let mut src = match trace::open(&input) {
+    let src = match trace::open(&input) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let decisions_out: Option<Box<dyn std::io::Write>> = match &decisions {
+    let decisions_out: Option<Box<dyn std::io::Write + Send>> = match &decisions {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
             Err(e) => return fail(format!("{}: {e}", p.display())),
@@ -424,7 +428,14 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         delayed_dequeue_ns,
         ..ReplayOptions::default()
     };
-    let r = match replay::replay(src.as_mut(), meta.as_ref(), opts) {
+    drop(src);
+    let open = || -> Result<Box<dyn sisreplay::trace::EventSource>, replay::ReplayError> {
+        trace::open(&input).map_err(|e| match e {
+            bundle::BundleError::Trace(t) => replay::ReplayError::Trace(t),
+            other => replay::ReplayError::Io(std::io::Error::other(other.to_string())),
+        })
+    };
+    let r = match replay::replay_parallel(&open, meta.as_ref(), opts, jobs) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

@@ -252,3 +252,35 @@ fn cas_skips_an_idle_cpu_eaten_by_interrupts() {
     assert_eq!(cpu_of("cas"), "7", "{rows:?}");
     assert_eq!(cpu_of("cas_static"), "7", "{rows:?}");
 }
+
+/// Splitting the policies over threads changes nothing in the results.
+#[test]
+fn parallel_replay_equals_one_pass() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/samples/hackbench-v6.dat");
+    let policies = ["sis_prop", "sis_util", "no_limit", "sis_util_v3"];
+    let opts = || ReplayOptions {
+        policies: policies.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let one = replay(sisreplay::trace::open(&p).unwrap().as_mut(), None, opts()).unwrap();
+    let open =
+        || -> Result<Box<dyn sisreplay::trace::EventSource>, sisreplay::replay::ReplayError> {
+            Ok(sisreplay::trace::open(&p).map_err(|e| std::io::Error::other(e.to_string()))?)
+        };
+    let par = sisreplay::replay::replay_parallel(&open, None, opts(), 2).unwrap();
+    let names = |r: &sisreplay::replay::ReplayResult| {
+        r.policies
+            .iter()
+            .map(|p| p.policy.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&one), names(&par));
+    for (a, b) in one.policies.iter().zip(&par.policies) {
+        assert_eq!(a.counters, b.counters, "{}", a.policy);
+        assert_eq!(a.paths, b.paths, "{}", a.policy);
+        assert_eq!(
+            a.fidelity.as_ref().map(|f| f.agree),
+            b.fidelity.as_ref().map(|f| f.agree)
+        );
+    }
+}

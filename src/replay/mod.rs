@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::bundle::Meta;
 use crate::metrics::{Derived, Fidelity, PolicyMetrics, Window};
 use crate::policy::affine::{wake_affine, wake_wide, Affine, IdleView, WeightView};
-use crate::policy::sis::{select_idle_sibling, Path, TimeModel, Wakee};
+use crate::policy::sis::{select_idle_sibling, TimeModel, Wakee};
 use crate::policy::{self, LlcBalance, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
 use crate::topology::Topology;
@@ -37,13 +37,15 @@ pub struct ReplayOptions {
     /// The policy whose choices are compared with the kernel's; default from the kernel.
     pub as_kernel: Option<String>,
     /// Writes one CSV row per wakeup and policy.
-    pub decisions: Option<Box<dyn Write>>,
+    pub decisions: Option<Box<dyn Write + Send>>,
     /// Explains the decisions of the wakeup at this timestamp.
     pub explain_ts: Option<u64>,
     /// Kernels with DELAY_DEQUEUE (v6.12+) keep a task that blocked with negative lag
     /// queued, and its next wakeup selects nothing. Traces do not show the lag; a
     /// wakeup this soon after the task blocked is taken as such a one. None: off.
     pub delayed_dequeue_ns: Option<u64>,
+    /// Replay the kernel's own policy too when it is not among `policies`.
+    pub add_kernel_policy: bool,
 }
 
 impl Default for ReplayOptions {
@@ -58,6 +60,7 @@ impl Default for ReplayOptions {
             decisions: None,
             explain_ts: None,
             delayed_dequeue_ns: None,
+            add_kernel_policy: true,
         }
     }
 }
@@ -101,6 +104,86 @@ pub enum ReplayError {
     Policy(#[from] PolicyError),
     #[error("decisions file: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Replays with the policies split over `jobs` threads, each reading the trace anew
+/// (`open` makes a source) and rebuilding the machine state itself. The state and reading
+/// are most of the cost of one pass, so this pays off only with several policies per
+/// thread; `cargo bench --bench replay` measures it. Decisions files and --explain need
+/// one job.
+pub fn replay_parallel(
+    open: &(dyn Fn() -> Result<Box<dyn EventSource>, ReplayError> + Sync),
+    meta: Option<&Meta>,
+    opts: ReplayOptions,
+    jobs: usize,
+) -> Result<ReplayResult, ReplayError> {
+    let jobs = jobs.max(1);
+    if jobs == 1 || opts.decisions.is_some() || opts.explain_ts.is_some() {
+        return replay(open()?.as_mut(), meta, opts);
+    }
+    let release = meta.and_then(|m| m.kernel_release.clone());
+    let as_kernel = opts
+        .as_kernel
+        .clone()
+        .unwrap_or_else(|| kernel_policy(release.as_deref()).to_string());
+    let mut specs = opts.policies.clone();
+    if !specs.iter().any(|s| s == &as_kernel) {
+        specs.push(as_kernel.clone());
+    }
+    let n = jobs.min(specs.len());
+    let mut groups: Vec<Vec<String>> = vec![Vec::new(); n];
+    for (i, s) in specs.iter().enumerate() {
+        groups[i % n].push(s.clone());
+    }
+    let results: Vec<Result<ReplayResult, ReplayError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|g| {
+                let o = ReplayOptions {
+                    policies: g,
+                    as_kernel: Some(as_kernel.clone()),
+                    add_kernel_policy: false,
+                    decisions: None,
+                    explain_ts: None,
+                    ..opts.clone_settings()
+                };
+                scope.spawn(move || replay(open()?.as_mut(), meta, o))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("replay thread panicked"))
+            .collect()
+    });
+    let mut parts = Vec::new();
+    for r in results {
+        parts.push(r?);
+    }
+    let mut merged = parts.remove(0);
+    for p in parts {
+        merged.policies.extend(p.policies);
+    }
+    let order = |name: &str| specs.iter().position(|s| s == name).unwrap_or(usize::MAX);
+    merged.policies.sort_by_key(|p| order(&p.policy));
+    Ok(merged)
+}
+
+impl ReplayOptions {
+    /// The plain settings, without the output sinks.
+    fn clone_settings(&self) -> ReplayOptions {
+        ReplayOptions {
+            policies: self.policies.clone(),
+            time: self.time,
+            lookahead_ns: self.lookahead_ns,
+            lock_hold_ns: self.lock_hold_ns,
+            windows: self.windows,
+            as_kernel: self.as_kernel.clone(),
+            decisions: None,
+            explain_ts: None,
+            delayed_dequeue_ns: self.delayed_dequeue_ns,
+            add_kernel_policy: self.add_kernel_policy,
+        }
+    }
 }
 
 /// Merges neighbouring windows pairwise.
@@ -199,9 +282,10 @@ pub fn replay(
         .clone()
         .unwrap_or_else(|| kernel_policy(release.as_deref()).to_string());
     let mut specs = opts.policies.clone();
-    if !specs
-        .iter()
-        .any(|s| s == &as_kernel || s.split(':').next() == Some(&as_kernel))
+    if opts.add_kernel_policy
+        && !specs
+            .iter()
+            .any(|s| s == &as_kernel || s.split(':').next() == Some(&as_kernel))
     {
         specs.push(as_kernel.clone());
     }
@@ -403,7 +487,6 @@ pub fn replay(
                         fine_ns *= 2;
                         win = (now.saturating_sub(t0) / fine_ns) as usize;
                     }
-                    let mut kernel_path = None;
                     for r in running.iter_mut() {
                         let d = select_idle_sibling(
                             &m,
@@ -467,7 +550,6 @@ pub fn replay(
                                 rec_cross,
                                 cross_llc,
                             );
-                            kernel_path = Some(d.path);
                         }
                         if let Some(wr) = opts.decisions.as_mut() {
                             writeln!(
@@ -491,8 +573,15 @@ pub fn replay(
                         }
                     }
                     // select_idle_sibling sets recent_used_cpu = prev once it gets past
-                    // target, prev and kthread stacking.
-                    if !matches!(kernel_path, Some(Path::Target | Path::Prev | Path::Kthread)) {
+                    // target, prev and kthread stacking: machine state decides that, not
+                    // the policy, so every policy (and every replay thread) sees the same.
+                    let stops_early = m.is_idle(target)
+                        || (prev != target && m.topo.share_cache(prev, target) && m.is_idle(prev))
+                        || (wakee.waker_is_percpu_kthread
+                            && in_task
+                            && prev == waker_cpu
+                            && m.cpus.get(prev as usize).is_some_and(|c| c.nr_running <= 1));
+                    if !stops_early {
                         if let Some(t) = m.tasks.get_mut(&pid) {
                             t.recent_used_cpu = Some(prev);
                         }
