@@ -453,6 +453,9 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     print!("{}", replay::text::summary(&input, &r));
+    if let (Some(ts), true) = (explain, r.explained.is_empty()) {
+        println!("\nno replayed wakeup at {ts} ns; --decisions FILE.csv lists their timestamps");
+    }
     if let Some(d) = saved {
         println!(
             "\nresults: {}/replay.json, replay-windows.parquet",
