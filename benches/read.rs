@@ -23,7 +23,7 @@ fn ensure_trace() -> PathBuf {
         let ok = Command::new("bash")
             .arg(script)
             .arg(&dir)
-            .args(["8", "10000"])
+            .args(["8", "30000"])
             .status()
             .expect("bash");
         assert!(
