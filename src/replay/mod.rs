@@ -125,7 +125,7 @@ pub fn replay_parallel(
     let as_kernel = opts
         .as_kernel
         .clone()
-        .unwrap_or_else(|| kernel_policy(release.as_deref()).to_string());
+        .unwrap_or_else(|| traced_policy(release.as_deref(), features(meta)).to_string());
     let mut specs = opts.policies.clone();
     if !specs.iter().any(|s| s == &as_kernel) {
         specs.push(as_kernel.clone());
@@ -186,6 +186,17 @@ impl ReplayOptions {
     }
 }
 
+/// The sched features a capture recorded, when it could read them.
+fn features(meta: Option<&Meta>) -> Option<&str> {
+    meta?
+        .capture
+        .as_ref()?
+        .get("sched_debug")?
+        .get("features")?
+        .as_str()
+        .filter(|f| !f.starts_with("unreadable") && *f != "absent")
+}
+
 /// Merges neighbouring windows pairwise.
 fn halve_windows(w: &mut Vec<Window>) {
     let merged = w
@@ -216,6 +227,25 @@ fn regroup(fine: Vec<Window>, n: usize) -> Vec<Window> {
             m
         })
         .collect()
+}
+
+/// The policy the traced kernel ran: from its sched features when the capture could read
+/// them (`SIS_UTIL`, `NO_SIS_UTIL`, `SIS_PROP`, `NO_SIS_PROP` in debugfs
+/// sched/features), else the release's default.
+pub fn traced_policy(release: Option<&str>, features: Option<&str>) -> &'static str {
+    if let Some(f) = features {
+        let has = |name: &str| f.split_whitespace().any(|t| t == name);
+        if has("SIS_UTIL") {
+            return "sis_util";
+        }
+        if has("SIS_PROP") {
+            return "sis_prop";
+        }
+        if has("NO_SIS_UTIL") {
+            return "no_limit";
+        }
+    }
+    kernel_policy(release)
 }
 
 /// The policy a kernel release runs by default: SIS_UTIL from v6.0, SIS_PROP before.
@@ -280,7 +310,7 @@ pub fn replay(
     let as_kernel = opts
         .as_kernel
         .clone()
-        .unwrap_or_else(|| kernel_policy(release.as_deref()).to_string());
+        .unwrap_or_else(|| traced_policy(release.as_deref(), features(meta)).to_string());
     let mut specs = opts.policies.clone();
     if opts.add_kernel_policy
         && !specs
@@ -615,4 +645,28 @@ pub fn replay(
         result.policies.push(r.metrics);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_of_the_traced_kernel() {
+        assert_eq!(kernel_policy(Some("5.18.12")), "sis_prop");
+        assert_eq!(kernel_policy(Some("6.1.0-18-amd64")), "sis_util");
+        assert_eq!(kernel_policy(None), "sis_util");
+        // Debian 6.1's defaults, and the rig's other two settings.
+        let f = "GENTLE_FAIR_SLEEPERS START_DEBIT NO_SIS_PROP SIS_UTIL WA_IDLE";
+        assert_eq!(traced_policy(Some("6.1.0"), Some(f)), "sis_util");
+        assert_eq!(
+            traced_policy(Some("6.1.0"), Some("SIS_PROP NO_SIS_UTIL")),
+            "sis_prop"
+        );
+        assert_eq!(
+            traced_policy(Some("6.1.0"), Some("NO_SIS_PROP NO_SIS_UTIL")),
+            "no_limit"
+        );
+        assert_eq!(traced_policy(Some("5.18"), Some("TTWU_QUEUE")), "sis_prop");
+    }
 }
