@@ -1,6 +1,6 @@
 //! `sisreplay info`: what a trace holds, in one pass over its events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -46,7 +46,7 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
     let mut running: HashMap<u32, (i32, u64)> = HashMap::new();
     let mut runtime: HashMap<i32, (u64, u64)> = HashMap::new();
     // Tasks between sched_waking and sched_wakeup.
-    let mut waking: HashMap<i32, ()> = HashMap::new();
+    let mut waking: HashSet<i32> = HashSet::new();
     let (mut wakeups, mut wmig, mut omig) = (0u64, 0u64, 0u64);
     let mut batch = Vec::with_capacity(1 << 14);
     loop {
@@ -71,14 +71,14 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
                     }
                 }
                 EventKind::Waking(w) => {
-                    waking.insert(w.pid, ());
+                    waking.insert(w.pid);
                 }
                 EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
                     wakeups += 1;
                     waking.remove(&w.pid);
                 }
                 EventKind::Migrate { pid, .. } => {
-                    if waking.contains_key(pid) {
+                    if waking.contains(pid) {
                         wmig += 1;
                     } else {
                         omig += 1;

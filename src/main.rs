@@ -354,8 +354,6 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             let cap = meta.capture.as_ref();
-            let dest = cap.and_then(|c| c.get("instance")).map(|_| ());
-            let _ = dest;
             println!(
                 "{} events in {:.2} s, {} lost",
                 meta.events,
@@ -407,7 +405,8 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
     } else {
         None
     };
-    let src = match trace::open(&input) {
+    // Open before creating the decisions file, so a bad trace leaves an old one alone.
+    let mut src = match trace::open(&input) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
@@ -428,14 +427,17 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         delayed_dequeue_ns,
         ..ReplayOptions::default()
     };
-    drop(src);
-    let open = || -> Result<Box<dyn sisreplay::trace::EventSource>, replay::ReplayError> {
-        trace::open(&input).map_err(|e| match e {
-            bundle::BundleError::Trace(t) => replay::ReplayError::Trace(t),
-            other => replay::ReplayError::Io(std::io::Error::other(other.to_string())),
-        })
+    let result = if jobs <= 1 {
+        replay::replay(src.as_mut(), meta.as_ref(), opts)
+    } else {
+        // Each thread opens the trace itself.
+        drop(src);
+        let open = || -> Result<Box<dyn sisreplay::trace::EventSource>, replay::ReplayError> {
+            Ok(trace::open(&input)?)
+        };
+        replay::replay_parallel(&open, meta.as_ref(), opts, jobs)
     };
-    let r = match replay::replay_parallel(&open, meta.as_ref(), opts, jobs) {
+    let r = match result {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

@@ -217,15 +217,6 @@ impl Topology {
         }
         Ok(())
     }
-
-    /// The number of distinct LLCs.
-    pub fn nr_llcs(&self) -> usize {
-        self.cpus
-            .iter()
-            .map(|c| c.llc)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-    }
 }
 
 #[cfg(test)]

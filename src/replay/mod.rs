@@ -101,6 +101,8 @@ pub enum ReplayError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
     Policy(#[from] PolicyError),
     #[error("decisions file: {0}")]
     Io(#[from] std::io::Error),

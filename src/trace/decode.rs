@@ -193,19 +193,6 @@ impl Decoder {
         self.names.get(id as usize).and_then(|n| n.as_deref())
     }
 
-    /// Whether the trace's formats describe this event type at all.
-    pub fn knows(&self, t: EventType) -> bool {
-        self.layouts.iter().flatten().any(|(l, _)| match l {
-            Layout::Switch { .. } => t == EventType::SchedSwitch,
-            Layout::Wake(w, _) | Layout::Softirq(w, _) => *w == t,
-            Layout::Migrate(_) => t == EventType::SchedMigrateTask,
-            Layout::Fork(_) => t == EventType::SchedProcessFork,
-            Layout::Exit(..) => t == EventType::SchedProcessExit,
-            Layout::IrqEntry(..) => t == EventType::IrqHandlerEntry,
-            Layout::IrqExit(..) => t == EventType::IrqHandlerExit,
-        })
-    }
-
     /// Whether records of this id decode to an event of the model.
     #[inline]
     pub fn is_known(&self, id: u16) -> bool {

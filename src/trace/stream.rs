@@ -239,14 +239,7 @@ impl CpuEvents {
         self.next = 0;
         while self.records.is_empty() {
             let Some(pos) = self.pages.next_page(&mut self.page)? else {
-                if let Some(count) = self.pending_loss.take() {
-                    self.lost.push(LostWindow {
-                        cpu: self.cpu,
-                        after_ts: self.last_ts,
-                        before_ts: None,
-                        count,
-                    });
-                }
+                self.close_loss(None);
                 return Ok(false);
             };
             self.page_pos = pos;
@@ -284,18 +277,25 @@ impl CpuEvents {
                 });
             }
             if let Some(first) = self.records.first() {
-                if let Some(count) = self.pending_loss.take() {
-                    self.lost.push(LostWindow {
-                        cpu: self.cpu,
-                        after_ts: self.last_ts,
-                        before_ts: Some(first.ts),
-                        count,
-                    });
-                }
+                let ts = first.ts;
+                self.close_loss(Some(ts));
             }
         }
         self.last_ts = self.records.last().map(|r| r.ts);
         Ok(true)
+    }
+
+    /// Records a loss seen in a page header, now that the first event after it (or the
+    /// end) is known.
+    fn close_loss(&mut self, before_ts: Option<u64>) {
+        if let Some(count) = self.pending_loss.take() {
+            self.lost.push(LostWindow {
+                cpu: self.cpu,
+                after_ts: self.last_ts,
+                before_ts,
+                count,
+            });
+        }
     }
 
     #[cold]
