@@ -32,9 +32,14 @@ fn read(p: &str) -> String {
     sisreplay::capture::tracefs::read_kernel_text(&path).unwrap_or_else(|e| format!("<{e}>"))
 }
 
-/// The tracefs settings a capture could disturb.
+/// The tracefs settings a capture could disturb. On a machine where tracefs is not
+/// mounted, capture mounts it and unmounts it afterwards: "not mounted" is the state.
 fn tracefs_state() -> Vec<(String, String)> {
     let mut v = Vec::new();
+    if !Path::new(TRACEFS).join("instances").is_dir() {
+        v.push(("mounted".into(), "no".into()));
+        return v;
+    }
     for f in [
         "tracing_on",
         "buffer_size_kb",
