@@ -137,7 +137,9 @@ struct ReplayArgs {
 
 #[derive(clap::Args)]
 struct CompareArgs {
-    /// The baseline policy, then the others (`policy:NAME` to be explicit)
+    /// The baseline, then the others: policies, or captured bundles (by name in
+    /// --traces-dir, or by path) whose recorded behaviour is reported; `policy:NAME` and
+    /// `trace:NAME` resolve a name that is both
     #[arg(required = true, num_args = 2..)]
     pub arms: Vec<String>,
     /// A trace or bundle, one per row [default: the newest bundle in traces/]
@@ -475,8 +477,8 @@ fn run_compare(args: CompareArgs) -> ExitCode {
         traces_dir,
         json,
     } = args;
-    use sisreplay::compare;
-    let mut policies = Vec::new();
+    use sisreplay::compare::{self, Arm};
+    let mut resolved = Vec::new();
     for a in &arms {
         let (explicit, name) = match a.split_once(':') {
             Some(("policy", n)) => (Some("policy"), n),
@@ -485,21 +487,30 @@ fn run_compare(args: CompareArgs) -> ExitCode {
         };
         let base = name.split(':').next().unwrap_or(name);
         let is_policy = sisreplay::policy::lookup(base).is_some();
-        let is_bundle = bundle::is_bundle(&traces_dir.join(name));
-        match (explicit, is_policy, is_bundle) {
-            (None, true, true) => {
+        // A bundle by name in traces/, or by path.
+        let bundle_path = [traces_dir.join(name), PathBuf::from(name)]
+            .into_iter()
+            .find(|p| bundle::is_bundle(p));
+        match (explicit, is_policy, bundle_path) {
+            (None, true, Some(_)) => {
                 return fail(format!(
                     "{a:?} is both a policy and a bundle in {}: write policy:{a} or trace:{a}",
                     traces_dir.display()
                 ))
             }
-            (Some("trace"), _, _) | (None, false, true) => {
+            (Some("policy"), true, _) | (None, true, None) => {
+                resolved.push(Arm::Policy(name.to_string()))
+            }
+            (Some("trace") | None, _, Some(path)) => resolved.push(Arm::Trace {
+                name: name.to_string(),
+                path,
+            }),
+            (Some("trace"), _, None) => {
                 return fail(format!(
-                    "{a}: comparing observed bundles (trace arms) is not supported yet; \
-                     name policies, and the bundles with --trace"
+                    "{a:?}: no bundle of that name in {} nor at that path",
+                    traces_dir.display()
                 ))
             }
-            (_, true, _) => policies.push(name.to_string()),
             _ => {
                 return fail(format!(
                     "{a:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}",
@@ -508,15 +519,21 @@ fn run_compare(args: CompareArgs) -> ExitCode {
             }
         }
     }
-    let traces = if traces.is_empty() {
-        vec![compare::newest_bundle(&traces_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_SAMPLE))]
-    } else {
+    // Without --trace, policies are replayed over the first observed arm's bundle (the
+    // counterfactual of that capture), else over the newest bundle.
+    let traces = if !traces.is_empty() {
         traces
+    } else if let Some(Arm::Trace { path, .. }) =
+        resolved.iter().find(|a| matches!(a, Arm::Trace { .. }))
+    {
+        vec![path.clone()]
+    } else {
+        vec![compare::newest_bundle(&traces_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_SAMPLE))]
     };
     if windows < 2 {
         return fail("--windows must be at least 2 to measure variation");
     }
-    match compare::compare(&policies, &traces, windows) {
+    match compare::compare(&resolved, &traces, windows) {
         Ok(c) if json => {
             println!("{}", serde_json::to_string_pretty(&c).expect("serialises"));
             ExitCode::SUCCESS

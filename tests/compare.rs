@@ -47,13 +47,17 @@ fn two_policy_text_fits_80_columns() {
     }
     assert_eq!(
         out.matches("(higher is better)").count() + out.matches("(lower is better)").count(),
-        5
+        6,
+        "modelled metrics only (no observed latency):\n{out}"
     );
-    let rows: Vec<&str> = out
+    let (tables, recorded) = out.split_once("recorded in the traces").unwrap();
+    let rows: Vec<&str> = tables
         .lines()
         .filter(|l| l.starts_with("hackbench-v6"))
         .collect();
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len(), 6);
+    // Both traces' own records follow the tables.
+    assert!(recorded.contains("\nhackbench-v6 ") && recorded.contains("\nhackbench-perf "));
     assert!(rows.iter().all(|r| r.contains("1.00 (")), "{rows:?}");
 }
 
@@ -77,6 +81,13 @@ fn json_has_every_arm_and_the_baseline_at_zero() {
     for t in v["tables"].as_array().unwrap() {
         let cells = t["rows"][0]["cells"].as_array().unwrap();
         assert_eq!(cells.len(), 3);
+        if t["metric"] == "wakeup_latency_us" {
+            assert!(
+                cells.iter().all(|c| c.is_null()),
+                "policies have no latency"
+            );
+            continue;
+        }
         assert_eq!(cells[0]["compare_pct"], 0.0);
         // On one LLC of 2 CPUs, no_limit and SIS_PROP's minimum budget scan the same.
         assert_eq!(cells[2]["compare_pct"], 0.0, "{}", t["metric"]);
@@ -94,4 +105,79 @@ fn unknown_arms_are_refused() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("neither a policy"), "{err}");
+}
+
+/// Two captures named as arms (the reviewer's "feature on / feature off" pair): each
+/// reports what it recorded; a policy arm beside them is replayed over the first.
+#[test]
+fn captured_bundles_are_observed_arms() {
+    let dir = tempfile::tempdir().unwrap();
+    let td = dir.path().to_str().unwrap();
+    for (file, name) in [
+        ("hackbench-v6.dat", "vanilla"),
+        ("hackbench-perf.data", "on"),
+    ] {
+        let (code, _, err) = run(&["import", &sample(file), "--traces", td, "--name", name]);
+        assert_eq!(code, Some(0), "{err}");
+    }
+    // "vanilla" is a policy alias too: the bare name is ambiguous.
+    let (code, _, err) = run(&["compare", "vanilla", "on", "--traces-dir", td]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("both a policy and a bundle"), "{err}");
+
+    let (code, out, err) = run(&[
+        "compare",
+        "trace:vanilla",
+        "on",
+        "sis_util",
+        "--traces-dir",
+        td,
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kinds"], serde_json::json!(["trace", "trace", "policy"]));
+    let table = |m: &str| {
+        v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["metric"] == m)
+            .unwrap()["rows"][0]["cells"]
+            .clone()
+    };
+    // Latency is observed only; SIS counters are modelled only.
+    let lat = table("wakeup_latency_us");
+    assert!(lat[0]["mean"].as_f64().unwrap() > 0.0);
+    assert!(lat[1]["compare_pct"].is_number());
+    assert!(lat[2].is_null());
+    let eff = table("se_eff");
+    assert!(eff[0].is_null() && eff[1].is_null());
+    assert!(eff[2]["mean"].is_number() && eff[2]["compare_pct"].is_null());
+    // The policy was replayed over the baseline capture: one row, named after it, and
+    // the two captures' own records listed.
+    assert_eq!(v["tables"][0]["rows"][0]["trace"], "vanilla");
+    let traces: Vec<&str> = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trace"].as_str().unwrap())
+        .collect();
+    assert_eq!(traces, ["vanilla", "on"]);
+    // The observed wakeups of the v6 sample equal what replay counts as replayed.
+    let (_, rj, _) = run(&[
+        "replay",
+        &sample("hackbench-v6.dat"),
+        "--policy",
+        "sis_util",
+        "--json",
+    ]);
+    let rj: serde_json::Value = serde_json::from_str(&rj).unwrap();
+    assert_eq!(v["traces"][0]["observed"]["wakeups"], rj["replayed"]);
+
+    let (code, text, _) = run(&["compare", "trace:vanilla", "on", "--traces-dir", td]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("observed arms (what the trace recorded): vanilla, on"));
+    assert!(!text.contains("se_eff"), "no arm has SIS counters:\n{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80));
 }

@@ -186,7 +186,8 @@ fn replay_of_a_bundle_writes_results_that_add_up() {
     let script = r#"
 import sys, json, polars as pl
 df = pl.read_parquet(sys.argv[1])
-print(json.dumps({p: int(v) for p, v in df.group_by("policy").agg(pl.col("scanned").sum()).iter_rows()}))
+sums = df.group_by("policy").agg(pl.col("scanned").sum(), pl.col("latencies").sum(), pl.col("wakeups").sum())
+print(json.dumps({p: [int(s), int(l), int(w)] for p, s, l, w in sums.iter_rows()}))
 "#;
     let out = std::process::Command::new("python3")
         .args([
@@ -204,9 +205,25 @@ print(json.dumps({p: int(v) for p, v in df.group_by("policy").agg(pl.col("scanne
     let sums: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for p in json["policies"].as_array().unwrap() {
         let name = p["policy"].as_str().unwrap();
-        assert_eq!(sums[name], p["counters"]["scanned"], "{name}");
+        assert_eq!(sums[name][0], p["counters"]["scanned"], "{name}");
+        assert_eq!(sums[name][2], json["replayed"], "{name}");
         assert!(p["windows"].as_array().unwrap().len() <= 10);
     }
+    // The trace's own record: every latency in the histogram is in some window.
+    let ob = &json["observed"];
+    let in_hist: u64 = ob["latency_us"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(in_hist > 1000);
+    assert_eq!(sums["(observed)"][1], in_hist);
+    assert_eq!(sums["(observed)"][2], json["replayed"]);
+    assert_eq!(
+        in_hist + ob["never_ran"].as_u64().unwrap() + ob["rewoken"].as_u64().unwrap(),
+        json["replayed"].as_u64().unwrap()
+    );
 }
 
 fn irq(ts: u64, cpu: u32, entry: bool) -> Event {
@@ -283,4 +300,55 @@ fn parallel_replay_equals_one_pass() {
             b.fidelity.as_ref().map(|f| f.agree)
         );
     }
+}
+
+fn migrate(ts: u64, cpu: u32, pid: i32, from: i32, to: i32) -> Event {
+    Event {
+        ts,
+        cpu,
+        common_pid: 100,
+        kind: EventKind::Migrate {
+            comm: Comm::from_bytes(b"wakee"),
+            pid,
+            prio: 120,
+            orig_cpu: from,
+            dest_cpu: to,
+        },
+    }
+}
+
+/// What the trace itself shows: the kernel moved pid 200 from CPU0 to the idle CPU7 and
+/// it ran 51 µs after sched_waking; pid 201, woken onto CPU6's queue, never ran.
+#[test]
+fn observed_placements_migrations_and_latency() {
+    let mut ev = pinned_seven_of_eight();
+    let t = 400_000_000;
+    ev.insert(ev.len() - 1, migrate(t + 500, 0, 200, 0, 7));
+    ev.last_mut().unwrap().kind = match &ev.last().unwrap().kind {
+        EventKind::Wakeup(w) => EventKind::Wakeup(Wake {
+            target_cpu: 7,
+            ..*w
+        }),
+        k => k.clone(),
+    };
+    ev.push(switch(t + 51_000, 7, 0, 200));
+    ev.push(wake(t + 60_000, 6, 106, 201, 6, true));
+    ev.push(wake(t + 61_000, 6, 106, 201, 6, false));
+    let (r, _) = run(ev, &["sis_util"]);
+    let o = &r.observed;
+    assert_eq!(o.wakeups, 2);
+    assert_eq!(
+        (o.placements.same_cpu, o.placements.same_llc),
+        (1, 1),
+        "{o:?}"
+    );
+    assert_eq!(o.migrations.same_llc, 1);
+    assert_eq!((o.latency.p50, o.latency.max), (51_000, 51_000));
+    // 51 µs falls in bpftrace's [32, 64) bucket.
+    assert_eq!(o.latency_us.buckets.get(6), Some(&1));
+    assert_eq!(o.never_ran, 1);
+    let windows: (u64, u64, u64) = o.windows.iter().fold((0, 0, 0), |a, w| {
+        (a.0 + w.wakeups, a.1 + w.moved, a.2 + w.latencies)
+    });
+    assert_eq!(windows, (2, 1, 1));
 }

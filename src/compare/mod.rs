@@ -1,7 +1,8 @@
 //! `sisreplay compare`: replays each trace through a baseline and other policies and sets
 //! them side by side the way the seeds' tables do: baseline 1.00 (std%), others as
 //! compare% (std%), std over time windows of the trace, and a marker where Welch's t-test
-//! (5 %, two-sided) says the difference is beyond that variation.
+//! (5 %, two-sided) says the difference is beyond that variation. An arm may also be a
+//! captured bundle: it reports what that trace recorded, beside the modelled arms.
 
 pub mod stats;
 pub mod text;
@@ -11,9 +12,27 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::bundle;
-use crate::metrics::{Derived, PolicyMetrics};
-use crate::replay::{replay, ReplayError, ReplayOptions};
+use crate::metrics::observed::Observed;
+use crate::metrics::{Derived, PolicyMetrics, Window};
+use crate::replay::{replay, ReplayError, ReplayOptions, ReplayResult};
 use crate::trace;
+
+/// One column of a comparison: a policy replayed over each row's trace, or a captured
+/// bundle whose own recorded behaviour is reported (the same in every row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arm {
+    Policy(String),
+    Trace { name: String, path: PathBuf },
+}
+
+impl Arm {
+    pub fn name(&self) -> &str {
+        match self {
+            Arm::Policy(s) => s,
+            Arm::Trace { name, .. } => name,
+        }
+    }
+}
 
 /// The metrics compared, each computed per window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -23,16 +42,20 @@ pub enum Metric {
     SuccessRate,
     ScannedPerSearch,
     SearchUsPerWakeup,
+    MovedPct,
     CrossLlcPct,
+    WakeupLatencyUs,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 7] = [
         Metric::SeEff,
         Metric::SuccessRate,
         Metric::ScannedPerSearch,
         Metric::SearchUsPerWakeup,
+        Metric::MovedPct,
         Metric::CrossLlcPct,
+        Metric::WakeupLatencyUs,
     ];
     pub fn title(self) -> &'static str {
         match self {
@@ -40,10 +63,18 @@ impl Metric {
             Metric::SuccessRate => "SIS success rate % (higher is better)",
             Metric::ScannedPerSearch => "runqueues scanned per search (lower is better)",
             Metric::SearchUsPerWakeup => "modelled search time per wakeup, us (lower is better)",
+            Metric::MovedPct => "wakeups placed off their previous CPU, % (lower is better)",
             Metric::CrossLlcPct => "wakeups placed in another LLC than prev, % (lower is better)",
+            Metric::WakeupLatencyUs => {
+                "observed wakeup latency, waking to running, us (lower is better)"
+            }
         }
     }
-    fn of_window(self, w: &crate::metrics::Window) -> Option<f64> {
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::SeEff | Metric::SuccessRate)
+    }
+    /// The value of a modelled arm in one window; None where a model says nothing.
+    fn of_policy_window(self, w: &Window) -> Option<f64> {
         let d = Derived::of(&w.counters);
         match self {
             Metric::SeEff => (w.counters.scanned > 0).then_some(d.se_eff),
@@ -53,10 +84,29 @@ impl Metric {
             Metric::SearchUsPerWakeup => {
                 (w.wakeups > 0).then(|| w.search_ns as f64 / w.wakeups as f64 / 1000.0)
             }
-            Metric::CrossLlcPct => {
-                (w.wakeups > 0).then(|| 100.0 * w.cross_llc as f64 / w.wakeups as f64)
-            }
+            Metric::MovedPct | Metric::CrossLlcPct => Self::placement(self, w),
+            // Decision replay is open loop: it cannot say when the wakee would have run.
+            Metric::WakeupLatencyUs => None,
         }
+    }
+    /// The value of an observed arm in one window: what the trace recorded.
+    fn of_observed_window(self, w: &Window) -> Option<f64> {
+        match self {
+            Metric::MovedPct | Metric::CrossLlcPct => Self::placement(self, w),
+            Metric::WakeupLatencyUs => {
+                (w.latencies > 0).then(|| w.latency_ns as f64 / w.latencies as f64 / 1000.0)
+            }
+            // The kernel's SIS counters are in no tracepoint or schedstat field.
+            _ => None,
+        }
+    }
+    fn placement(self, w: &Window) -> Option<f64> {
+        let n = if self == Metric::MovedPct {
+            w.moved
+        } else {
+            w.cross_llc
+        };
+        (w.wakeups > 0).then(|| 100.0 * n as f64 / w.wakeups as f64)
     }
 }
 
@@ -65,8 +115,9 @@ impl Metric {
 pub struct Cell {
     pub mean: f64,
     pub std_pct: f64,
-    /// (mean − base mean) / base mean, in percent; 0 for the baseline.
-    pub compare_pct: f64,
+    /// (mean − base mean) / base mean, in percent; 0 for the baseline, None when the
+    /// baseline has no value for this metric.
+    pub compare_pct: Option<f64>,
     /// Welch's t-test against the baseline rejects equal means at 5 %.
     pub beyond_noise: bool,
 }
@@ -75,8 +126,8 @@ pub struct Cell {
 pub struct Row {
     pub trace: String,
     pub wakeups: u64,
-    /// One per arm, the baseline first.
-    pub cells: Vec<Cell>,
+    /// One per arm, the baseline first; None where the arm has no value for the metric.
+    pub cells: Vec<Option<Cell>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -85,38 +136,52 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
+/// What one trace recorded, for the summary under the tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceSummary {
+    pub trace: String,
+    pub path: PathBuf,
+    pub duration_ns: u64,
+    pub observed: Observed,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
     pub arms: Vec<String>,
+    /// "policy" or "trace", per arm.
+    pub kinds: Vec<&'static str>,
     pub windows: u32,
     pub test: &'static str,
     pub tables: Vec<Table>,
+    /// Every trace read: the rows' and the trace arms'.
+    pub traces: Vec<TraceSummary>,
 }
 
-fn cell(values: &[f64], base: Option<&[f64]>) -> Cell {
+fn cell(values: &[f64], base: Option<&[f64]>) -> Option<Cell> {
+    if values.is_empty() {
+        return None;
+    }
     let (m, s) = stats::mean_std(values);
     let std_pct = if m != 0.0 { 100.0 * s / m.abs() } else { 0.0 };
-    match base {
-        None => Cell {
-            mean: m,
-            std_pct,
-            compare_pct: 0.0,
-            beyond_noise: false,
-        },
+    let (compare_pct, beyond_noise) = match base {
+        None => (Some(0.0), false),
+        Some([]) => (None, false),
         Some(b) => {
             let (bm, _) = stats::mean_std(b);
-            Cell {
-                mean: m,
-                std_pct,
-                compare_pct: if bm != 0.0 {
-                    100.0 * (m - bm) / bm.abs()
-                } else {
-                    0.0
-                },
-                beyond_noise: stats::welch(b, values).2,
-            }
+            let pct = if bm != 0.0 {
+                100.0 * (m - bm) / bm.abs()
+            } else {
+                0.0
+            };
+            (Some(pct), stats::welch(b, values).2)
         }
-    }
+    };
+    Some(Cell {
+        mean: m,
+        std_pct,
+        compare_pct,
+        beyond_noise,
+    })
 }
 
 /// The newest bundle under `traces_dir`, by modification time.
@@ -134,59 +199,116 @@ pub fn newest_bundle(traces_dir: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Replays every trace with all arms and builds one table per metric.
-pub fn compare(
-    arms: &[String],
-    traces: &[PathBuf],
+fn trace_name(t: &Path) -> String {
+    if bundle::is_bundle(t) {
+        t.file_name()
+    } else {
+        t.file_stem()
+    }
+    .map(|n| n.to_string_lossy().into_owned())
+    .unwrap_or_default()
+}
+
+fn replay_trace(
+    t: &Path,
+    policies: Vec<String>,
     windows: u32,
-) -> Result<Comparison, CompareError> {
-    let mut per_trace: Vec<(String, u64, Vec<PolicyMetrics>)> = Vec::new();
+) -> Result<ReplayResult, CompareError> {
+    let meta = if bundle::is_bundle(t) {
+        Some(bundle::read_meta(t)?)
+    } else {
+        None
+    };
+    let mut src = trace::open(t)?;
+    let add_kernel_policy = !policies.is_empty();
+    Ok(replay(
+        src.as_mut(),
+        meta.as_ref(),
+        ReplayOptions {
+            policies,
+            windows,
+            add_kernel_policy,
+            ..Default::default()
+        },
+    )?)
+}
+
+/// Replays every row trace with the policy arms, reads each trace arm's own record, and
+/// builds one table per metric.
+pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Comparison, CompareError> {
+    let specs: Vec<String> = arms
+        .iter()
+        .filter_map(|a| match a {
+            Arm::Policy(s) => Some(s.clone()),
+            Arm::Trace { .. } => None,
+        })
+        .collect();
+    let mut summaries: Vec<TraceSummary> = Vec::new();
+    let mut rows_in: Vec<(String, u64, Vec<PolicyMetrics>)> = Vec::new();
     for t in traces {
-        let meta = if bundle::is_bundle(t) {
-            Some(bundle::read_meta(t)?)
-        } else {
-            None
-        };
-        let mut src = trace::open(t)?;
-        let r = replay(
-            src.as_mut(),
-            meta.as_ref(),
-            ReplayOptions {
-                policies: arms.to_vec(),
-                windows,
-                ..Default::default()
-            },
-        )?;
-        // Arms in the order given (the kernel's policy may have been appended).
-        let mut pol = Vec::new();
-        for a in arms {
-            if let Some(p) = r.policies.iter().find(|p| &p.policy == a) {
-                pol.push(p.clone());
+        let r = replay_trace(t, specs.clone(), windows)?;
+        let pol = specs
+            .iter()
+            .filter_map(|a| r.policies.iter().find(|p| &p.policy == a).cloned())
+            .collect();
+        rows_in.push((trace_name(t), r.replayed, pol));
+        summaries.push(TraceSummary {
+            trace: trace_name(t),
+            path: t.clone(),
+            duration_ns: r.duration_ns,
+            observed: r.observed,
+        });
+    }
+    // A trace arm's windows, read once per bundle even when it is a row too.
+    let mut observed_of: Vec<Option<usize>> = Vec::new();
+    for a in arms {
+        observed_of.push(match a {
+            Arm::Policy(_) => None,
+            Arm::Trace { name, path } => {
+                let i = match summaries.iter().position(|s| &s.path == path) {
+                    Some(i) => i,
+                    None => {
+                        let r = replay_trace(path, Vec::new(), windows)?;
+                        summaries.push(TraceSummary {
+                            trace: name.clone(),
+                            path: path.clone(),
+                            duration_ns: r.duration_ns,
+                            observed: r.observed,
+                        });
+                        summaries.len() - 1
+                    }
+                };
+                Some(i)
             }
-        }
-        let name = if bundle::is_bundle(t) {
-            t.file_name()
-        } else {
-            t.file_stem()
-        }
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-        per_trace.push((name, r.replayed, pol));
+        });
     }
     let tables = Metric::ALL
         .iter()
         .map(|&metric| Table {
             metric,
-            rows: per_trace
+            rows: rows_in
                 .iter()
                 .map(|(name, wakeups, pols)| {
-                    let series: Vec<Vec<f64>> = pols
+                    let mut next_policy = pols.iter();
+                    let series: Vec<Vec<f64>> = arms
                         .iter()
-                        .map(|p| {
-                            p.windows
+                        .zip(&observed_of)
+                        .map(|(a, obs)| match (a, obs) {
+                            (Arm::Trace { .. }, Some(i)) => summaries[*i]
+                                .observed
+                                .windows
                                 .iter()
-                                .filter_map(|w| metric.of_window(w))
-                                .collect()
+                                .filter_map(|w| metric.of_observed_window(w))
+                                .collect(),
+                            _ => next_policy
+                                .next()
+                                .map(|p| {
+                                    p.windows
+                                        .iter()
+                                        .filter_map(|w| metric.of_policy_window(w))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
                         })
                         .collect();
                     let cells = series
@@ -204,10 +326,18 @@ pub fn compare(
         })
         .collect();
     Ok(Comparison {
-        arms: arms.to_vec(),
+        arms: arms.iter().map(|a| a.name().to_string()).collect(),
+        kinds: arms
+            .iter()
+            .map(|a| match a {
+                Arm::Policy(_) => "policy",
+                Arm::Trace { .. } => "trace",
+            })
+            .collect(),
         windows,
         test: "Welch's t-test over time windows, two-sided, 5 %",
         tables,
+        traces: summaries,
     })
 }
 

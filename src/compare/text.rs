@@ -2,16 +2,37 @@
 
 use std::fmt::Write;
 
-use super::Comparison;
+use super::{Cell, Comparison};
 
 fn short(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
+fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
+    match cell {
+        None => "n/a".into(),
+        Some(c) if baseline => format!("1.00 ({:6.2})", c.std_pct),
+        Some(c) => match c.compare_pct {
+            Some(pct) => format!(
+                "{pct:+.2} ({:6.2}){}",
+                c.std_pct,
+                if c.beyond_noise { "*" } else { " " }
+            ),
+            // The baseline has no value here (an observed arm has no SIS counters).
+            None => format!("[{:.2}] ({:6.2})", c.mean, c.std_pct),
+        },
+    }
+}
+
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
+    let mut absolute = false;
     // Columns: trace 16, then 21 per arm: three arms per block keeps 79 columns.
     for t in &c.tables {
+        // A metric no arm has a value for (latency in a policy-only comparison) is left out.
+        if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
+            continue;
+        }
         let _ = writeln!(o, "{}", t.metric.title());
         // The baseline leads every block, so each compared arm sits beside it.
         for chunk_start in (1..c.arms.len().max(2)).step_by(2) {
@@ -26,17 +47,8 @@ pub fn render(c: &Comparison) -> String {
             for r in &t.rows {
                 let _ = write!(o, "{:<16}", short(&r.trace, 15));
                 for &i in &idx {
-                    let cell = &r.cells[i];
-                    let s = if i == 0 {
-                        format!("1.00 ({:6.2})", cell.std_pct)
-                    } else {
-                        format!(
-                            "{:+.2} ({:6.2}){}",
-                            cell.compare_pct,
-                            cell.std_pct,
-                            if cell.beyond_noise { "*" } else { " " }
-                        )
-                    };
+                    let s = render_cell(r.cells[i].as_ref(), i == 0);
+                    absolute |= s.starts_with('[');
                     let _ = write!(o, "{s:>21}");
                 }
                 let _ = writeln!(o);
@@ -49,5 +61,55 @@ pub fn render(c: &Comparison) -> String {
         "baseline {}: 1.00 (std% over {} windows); others: compare% (std%);\n* beyond the noise ({})",
         c.arms[0], c.windows, c.test
     );
+    if absolute {
+        let _ = writeln!(o, "[v]: absolute value, where the baseline has none");
+    }
+    let traced: Vec<&str> = c
+        .arms
+        .iter()
+        .zip(&c.kinds)
+        .filter(|(_, k)| **k == "trace")
+        .map(|(a, _)| a.as_str())
+        .collect();
+    if !traced.is_empty() {
+        let _ = writeln!(
+            o,
+            "observed arms (what the trace recorded): {}",
+            traced.join(", ")
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "recorded in the traces");
+    let _ = writeln!(
+        o,
+        "{:<16}{:>9}{:>8}{:>7}{:>9}{:>9}{:>9}{:>9}",
+        "trace", "wakeups", "moved%", "xLLC%", "migr/s", "p50 us", "p99 us", "p99.9 us"
+    );
+    for s in &c.traces {
+        let ob = &s.observed;
+        let p = &ob.placements;
+        let pct = |n: u64| {
+            if ob.wakeups > 0 {
+                100.0 * n as f64 / ob.wakeups as f64
+            } else {
+                0.0
+            }
+        };
+        let m = &ob.migrations;
+        let migr = m.same_llc + m.cross_llc + m.cross_numa;
+        let secs = s.duration_ns as f64 / 1e9;
+        let _ = writeln!(
+            o,
+            "{:<16}{:>9}{:>8.2}{:>7.2}{:>9.0}{:>9.1}{:>9.1}{:>9.1}",
+            short(&s.trace, 15),
+            ob.wakeups,
+            pct(p.same_llc + p.cross_llc + p.cross_numa),
+            pct(p.cross_llc + p.cross_numa),
+            if secs > 0.0 { migr as f64 / secs } else { 0.0 },
+            ob.latency.p50 as f64 / 1e3,
+            ob.latency.p99 as f64 / 1e3,
+            ob.latency.p99_9 as f64 / 1e3,
+        );
+    }
     o
 }

@@ -1,6 +1,8 @@
 //! What replay counts per policy: SIS counters and both sets of derived percentages,
 //! histograms of runqueues probed and of search time, placements by distance, rq-lock
-//! traffic, and agreement with the recorded placements.
+//! traffic, and agreement with the recorded placements; and what the trace itself shows.
+
+pub mod observed;
 
 use std::collections::BTreeMap;
 
@@ -158,6 +160,11 @@ pub struct Window {
     pub search_ns: u64,
     pub cross_llc: u64,
     pub wakeups: u64,
+    /// Wakeups placed on another CPU than prev.
+    pub moved: u64,
+    /// Sum and count of waking→running latencies that ended in this window (observed only).
+    pub latency_ns: u64,
+    pub latencies: u64,
 }
 
 impl Window {
@@ -170,6 +177,9 @@ impl Window {
         self.search_ns += o.search_ns;
         self.cross_llc += o.cross_llc;
         self.wakeups += o.wakeups;
+        self.moved += o.moved;
+        self.latency_ns += o.latency_ns;
+        self.latencies += o.latencies;
     }
 }
 

@@ -16,7 +16,8 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::bundle::Meta;
-use crate::metrics::{Derived, Fidelity, PolicyMetrics, Window};
+use crate::metrics::observed::Observed;
+use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
 use crate::policy::affine::{wake_affine, wake_wide, Affine, IdleView, WeightView};
 use crate::policy::sis::{select_idle_sibling, TimeModel, Wakee};
 use crate::policy::{self, LlcBalance, Policy, PolicyError};
@@ -92,6 +93,8 @@ pub struct ReplayResult {
     pub lock_hold_ns: u64,
     pub duration_ns: u64,
     pub policies: Vec<PolicyMetrics>,
+    /// What the trace itself recorded, policy-independent.
+    pub observed: Observed,
     /// Each explained wakeup: policy → steps.
     pub explained: Vec<(String, Vec<String>)>,
 }
@@ -197,6 +200,53 @@ fn features(meta: Option<&Meta>) -> Option<&str> {
         .get("features")?
         .as_str()
         .filter(|f| !f.starts_with("unreadable") && *f != "absent")
+}
+
+/// Fine windows of `fine_ns` each are doubled whenever there would be more than this many.
+const MAX_FINE: usize = 4096;
+
+/// The fine window `now` falls in, doubling the window length (and merging what every
+/// series holds so far) until it fits.
+fn window_index(
+    now: u64,
+    t0: u64,
+    fine_ns: &mut u64,
+    running: &mut [Running],
+    observed: &mut Observed,
+) -> usize {
+    let mut win = (now.saturating_sub(t0) / *fine_ns) as usize;
+    while win >= MAX_FINE {
+        for r in running.iter_mut() {
+            halve_windows(&mut r.metrics.windows);
+        }
+        halve_windows(&mut observed.windows);
+        *fine_ns *= 2;
+        win = (now.saturating_sub(t0) / *fine_ns) as usize;
+    }
+    win
+}
+
+/// Window `i` of a series, created (with its start) if the series is shorter.
+fn window_at(w: &mut Vec<Window>, i: usize, start_ns: u64) -> &mut Window {
+    if w.len() <= i {
+        w.resize_with(i + 1, Window::default);
+    }
+    let wd = &mut w[i];
+    wd.start_ns = start_ns;
+    wd
+}
+
+/// Counts a move from `from` to `to` by its distance.
+fn place(p: &mut Placements, topo: &Topo, from: u32, to: u32) {
+    if from == to {
+        p.same_cpu += 1;
+    } else if topo.share_cache(from, to) {
+        p.same_llc += 1;
+    } else if topo.node_of.get(from as usize) != topo.node_of.get(to as usize) {
+        p.cross_numa += 1;
+    } else {
+        p.cross_llc += 1;
+    }
 }
 
 /// Merges neighbouring windows pairwise.
@@ -341,7 +391,6 @@ pub fn replay(
     // Fine windows of fine_ns, doubled whenever there would be more than MAX_FINE of
     // them, are regrouped into opts.windows equal windows at the end: the trace's length
     // need not be known in advance.
-    const MAX_FINE: usize = 4096;
     let mut fine_ns: u64 = 1_000_000;
     if let Some(w) = opts.decisions.as_mut() {
         writeln!(
@@ -376,8 +425,11 @@ pub fn replay(
         lock_hold_ns: opts.lock_hold_ns,
         duration_ns: 0,
         policies: Vec::new(),
+        observed: Observed::default(),
         explained: Vec::new(),
     };
+    // Replayed wakeups whose task has not run since: pid → sched_waking time.
+    let mut woken_at: HashMap<i32, u64> = HashMap::new();
     let mut first_seen = None;
     let mut last_seen = 0;
     loop {
@@ -511,13 +563,17 @@ pub fn replay(
                     result.ipi_wakeups += ipi as u64;
                     let span_idle = m.topo.llc_span(target).iter().any(|&c| m.is_idle(c));
                     let t0 = first_seen.unwrap_or(now);
-                    let mut win = (now.saturating_sub(t0) / fine_ns) as usize;
-                    while win >= MAX_FINE {
-                        for r in running.iter_mut() {
-                            halve_windows(&mut r.metrics.windows);
-                        }
-                        fine_ns *= 2;
-                        win = (now.saturating_sub(t0) / fine_ns) as usize;
+                    let win =
+                        window_index(now, t0, &mut fine_ns, &mut running, &mut result.observed);
+                    let obs = &mut result.observed;
+                    obs.wakeups += 1;
+                    place(&mut obs.placements, &m.topo, prev, out.chosen);
+                    let wd = window_at(&mut obs.windows, win, t0 + win as u64 * fine_ns);
+                    wd.wakeups += 1;
+                    wd.cross_llc += !m.topo.share_cache(out.chosen, prev) as u64;
+                    wd.moved += (out.chosen != prev) as u64;
+                    if woken_at.insert(pid, now).is_some() {
+                        obs.rewoken += 1;
                     }
                     for r in running.iter_mut() {
                         let d = select_idle_sibling(
@@ -542,17 +598,7 @@ pub fn replay(
                         pm.search_ns_total += d.search_ns;
                         let topo = &m.topo;
                         let cross_llc = !topo.share_cache(d.cpu, prev);
-                        if d.cpu == prev {
-                            pm.placements.same_cpu += 1;
-                        } else if !cross_llc {
-                            pm.placements.same_llc += 1;
-                        } else if topo.node_of.get(d.cpu as usize)
-                            != topo.node_of.get(prev as usize)
-                        {
-                            pm.placements.cross_numa += 1;
-                        } else {
-                            pm.placements.cross_llc += 1;
-                        }
+                        place(&mut pm.placements, topo, prev, d.cpu);
                         if !m.is_idle(d.cpu) && span_idle {
                             pm.stacked_with_idle += 1;
                         }
@@ -563,15 +609,12 @@ pub fn replay(
                                 pm.rq_lock_collisions += 1;
                             }
                         }
-                        if pm.windows.len() <= win {
-                            pm.windows.resize_with(win + 1, Window::default);
-                        }
-                        let wd = &mut pm.windows[win];
-                        wd.start_ns = t0 + win as u64 * fine_ns;
+                        let wd = window_at(&mut pm.windows, win, t0 + win as u64 * fine_ns);
                         wd.counters.add(&d.counters);
                         wd.search_ns += d.search_ns;
                         wd.cross_llc += cross_llc as u64;
                         wd.wakeups += 1;
+                        wd.moved += (d.cpu != prev) as u64;
                         if let Some(f) = pm.fidelity.as_mut() {
                             let rec_cross = !topo.share_cache(out.chosen, prev);
                             f.note(
@@ -627,6 +670,32 @@ pub fn replay(
                 }
             }
         }
+        match &e.kind {
+            EventKind::Switch { next_pid, .. } => {
+                if let Some(woken) = woken_at.remove(next_pid) {
+                    let t0 = first_seen.unwrap_or(now);
+                    let win =
+                        window_index(now, t0, &mut fine_ns, &mut running, &mut result.observed);
+                    let obs = &mut result.observed;
+                    let lat = now.saturating_sub(woken);
+                    obs.note_latency(lat);
+                    let wd = window_at(&mut obs.windows, win, t0 + win as u64 * fine_ns);
+                    wd.latency_ns += lat;
+                    wd.latencies += 1;
+                }
+            }
+            EventKind::Migrate {
+                orig_cpu, dest_cpu, ..
+            } if *orig_cpu >= 0 && *dest_cpu >= 0 => {
+                place(
+                    &mut result.observed.migrations,
+                    &m.topo,
+                    *orig_cpu as u32,
+                    *dest_cpu as u32,
+                );
+            }
+            _ => {}
+        }
         let e = ahead.pop_front().expect("front exists");
         if let Change::AvgIdle { cpu, avg_idle } = m.apply(&e) {
             for r in running.iter_mut() {
@@ -638,6 +707,11 @@ pub fn replay(
         w.flush()?;
     }
     result.duration_ns = last_seen.saturating_sub(first_seen.unwrap_or(0));
+    result.observed.finish(woken_at.len() as u64);
+    result.observed.windows = regroup(
+        std::mem::take(&mut result.observed.windows),
+        opts.windows.max(1) as usize,
+    );
     for mut r in running {
         r.metrics.derived = Derived::of(&r.metrics.counters);
         r.metrics.windows = regroup(

@@ -1,5 +1,6 @@
 //! Replay results on disk, in the bundle's `results/` folder: the whole result as JSON,
-//! and the per-window counters of every policy as Parquet for notebooks.
+//! and the per-window counters of every policy as Parquet for notebooks, with the trace's
+//! own record as the rows of policy `(observed)`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,9 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 
 use super::ReplayResult;
+
+/// The policy column's value for the trace's own record.
+pub const OBSERVED: &str = "(observed)";
 
 /// Writes `results/replay.json` and `results/replay-windows.parquet` under `bundle`,
 /// each through a temporary name, so a reader never sees half a file.
@@ -22,7 +26,7 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
     std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, &json).map_err(|e| format!("{}: {e}", json.display()))?;
 
-    let cols: [&str; 12] = [
+    let cols: [&str; 15] = [
         "window_start_ns",
         "wakeups",
         "search",
@@ -35,15 +39,23 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
         "core_failed",
         "search_ns",
         "cross_llc",
+        "moved",
+        "latency_ns",
+        "latencies",
     ];
     let mut fields = vec![Field::new("policy", DataType::Utf8, false)];
     fields.extend(cols.iter().map(|c| Field::new(*c, DataType::UInt64, false)));
     let schema = Arc::new(Schema::new(fields));
     let mut policy = Vec::new();
     let mut values: Vec<Vec<u64>> = vec![Vec::new(); cols.len()];
-    for p in &r.policies {
-        for w in &p.windows {
-            policy.push(p.policy.clone());
+    let series = r
+        .policies
+        .iter()
+        .map(|p| (p.policy.as_str(), &p.windows))
+        .chain([(OBSERVED, &r.observed.windows)]);
+    for (name, windows) in series {
+        for w in windows {
+            policy.push(name.to_string());
             let k = &w.counters;
             for (i, v) in [
                 w.start_ns,
@@ -58,6 +70,9 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
                 k.core_failed,
                 w.search_ns,
                 w.cross_llc,
+                w.moved,
+                w.latency_ns,
+                w.latencies,
             ]
             .into_iter()
             .enumerate()

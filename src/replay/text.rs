@@ -69,6 +69,23 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
             p.remote_rq_locks
         );
     }
+    let ob = &r.observed;
+    let _ = writeln!(
+        o,
+        "{:<20} {:>9} {:>9} {:>9}",
+        "recorded (kernel)",
+        ob.placements.same_cpu,
+        ob.placements.same_llc,
+        ob.placements.cross_llc + ob.placements.cross_numa
+    );
+    let _ = writeln!(
+        o,
+        "recorded waking->running latency, us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}",
+        ob.latency.p50 as f64 / 1e3,
+        ob.latency.p90 as f64 / 1e3,
+        ob.latency.p99 as f64 / 1e3,
+        ob.latency.p99_9 as f64 / 1e3
+    );
     for p in &r.policies {
         if let Some(f) = &p.fidelity {
             let _ = writeln!(o);

@@ -1,0 +1,92 @@
+//! What a trace shows by itself, whatever any model says: where the kernel placed each
+//! wakee, how often tasks migrated and how far, and how long a woken task waited from
+//! sched_waking until it ran. This is the "observed" arm of a comparison between two
+//! captures (one with a feature on, one with it off).
+
+use serde::Serialize;
+
+use super::{Log2Hist, Placements, Window};
+
+/// Waking→running latency percentiles, nanoseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `v` (sorted in place).
+    pub fn of(v: &mut [u32]) -> Percentiles {
+        if v.is_empty() {
+            return Percentiles::default();
+        }
+        v.sort_unstable();
+        let rank = |q: f64| {
+            let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i] as u64
+        };
+        Percentiles {
+            p50: rank(0.50),
+            p90: rank(0.90),
+            p99: rank(0.99),
+            p99_9: rank(0.999),
+            max: v[v.len() - 1] as u64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Observed {
+    /// Wakeups that went through select_task_rq (the ones replayed).
+    pub wakeups: u64,
+    /// Where the kernel put them, relative to prev.
+    pub placements: Placements,
+    /// Every sched_migrate_task, by distance: wakeup placements and load balancing alike.
+    pub migrations: Placements,
+    /// Waking→running latency of those wakeups, µs in log2 buckets, and percentiles.
+    pub latency_us: Log2Hist,
+    pub latency: Percentiles,
+    /// Wakeups whose task did not run again before the trace ended.
+    pub never_ran: u64,
+    /// Wakeups followed by another of the same task before a switch to it was seen (the
+    /// switch is missing from the trace): no latency is measured for the first.
+    pub rewoken: u64,
+    pub windows: Vec<Window>,
+    #[serde(skip)]
+    pub(crate) latencies_ns: Vec<u32>,
+}
+
+impl Observed {
+    pub fn note_latency(&mut self, ns: u64) {
+        self.latency_us.add(ns / 1000);
+        self.latencies_ns.push(ns.min(u32::MAX as u64) as u32);
+    }
+
+    /// Computes the percentiles once the trace is read.
+    pub fn finish(&mut self, pending: u64) {
+        self.never_ran = pending;
+        self.latency = Percentiles::of(&mut self.latencies_ns);
+        self.latencies_ns = Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        // 1..=1000 µs: p50 is the 500th value, p99.9 the 999th.
+        let mut v: Vec<u32> = (1..=1000).rev().map(|i| i * 1000).collect();
+        let p = Percentiles::of(&mut v);
+        assert_eq!(
+            (p.p50, p.p90, p.p99, p.p99_9, p.max),
+            (500_000, 900_000, 990_000, 999_000, 1_000_000)
+        );
+        assert_eq!(Percentiles::of(&mut []), Percentiles::default());
+        assert_eq!(Percentiles::of(&mut [7]).p50, 7);
+    }
+}
