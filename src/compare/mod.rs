@@ -84,7 +84,7 @@ impl Metric {
             Metric::SearchUsPerWakeup => {
                 (w.wakeups > 0).then(|| w.search_ns as f64 / w.wakeups as f64 / 1000.0)
             }
-            Metric::MovedPct | Metric::CrossLlcPct => Self::placement(self, w),
+            Metric::MovedPct | Metric::CrossLlcPct => self.placement(w),
             // Decision replay is open loop: it cannot say when the wakee would have run.
             Metric::WakeupLatencyUs => None,
         }
@@ -92,7 +92,7 @@ impl Metric {
     /// The value of an observed arm in one window: what the trace recorded.
     fn of_observed_window(self, w: &Window) -> Option<f64> {
         match self {
-            Metric::MovedPct | Metric::CrossLlcPct => Self::placement(self, w),
+            Metric::MovedPct | Metric::CrossLlcPct => self.placement(w),
             Metric::WakeupLatencyUs => {
                 (w.latencies > 0).then(|| w.latency_ns as f64 / w.latencies as f64 / 1000.0)
             }
@@ -143,6 +143,17 @@ pub struct TraceSummary {
     pub path: PathBuf,
     pub duration_ns: u64,
     pub observed: Observed,
+}
+
+impl TraceSummary {
+    fn of(trace: String, path: &Path, r: ReplayResult) -> TraceSummary {
+        TraceSummary {
+            trace,
+            path: path.to_path_buf(),
+            duration_ns: r.duration_ns,
+            observed: r.observed,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -251,13 +262,9 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
             .iter()
             .filter_map(|a| r.policies.iter().find(|p| &p.policy == a).cloned())
             .collect();
-        rows_in.push((trace_name(t), r.replayed, pol));
-        summaries.push(TraceSummary {
-            trace: trace_name(t),
-            path: t.clone(),
-            duration_ns: r.duration_ns,
-            observed: r.observed,
-        });
+        let name = trace_name(t);
+        rows_in.push((name.clone(), r.replayed, pol));
+        summaries.push(TraceSummary::of(name, t, r));
     }
     // A trace arm's windows, read once per bundle even when it is a row too.
     let mut observed_of: Vec<Option<usize>> = Vec::new();
@@ -269,12 +276,7 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
                     Some(i) => i,
                     None => {
                         let r = replay_trace(path, Vec::new(), windows)?;
-                        summaries.push(TraceSummary {
-                            trace: name.clone(),
-                            path: path.clone(),
-                            duration_ns: r.duration_ns,
-                            observed: r.observed,
-                        });
+                        summaries.push(TraceSummary::of(name.clone(), path, r));
                         summaries.len() - 1
                     }
                 };
