@@ -88,9 +88,11 @@ struct CaptureArgs {
     /// Per-CPU ring buffer size in KiB
     #[arg(long, default_value_t = 16384)]
     pub buffer_kb: u32,
-    /// Record the duration of each idle-CPU search where the kernel allows it
-    #[arg(long)]
-    pub search_latency: bool,
+    /// Probe select_task_rq_fair where the kernel has kprobes: `duration` (default)
+    /// records wake flags, the chosen CPU and how long each selection took; `flags`
+    /// only the wake flags and which wakings selected
+    #[arg(long, num_args = 0..=1, default_missing_value = "duration", value_name = "WHAT")]
+    pub search_latency: Option<capture::SearchProbe>,
     /// Print the bundle's metadata as JSON
     #[arg(long)]
     pub json: bool,

@@ -55,6 +55,8 @@ pub fn schema() -> SchemaRef {
         f("name", Utf8, true),
         f("ret", Int32, true),
         f("vec", UInt32, true),
+        f("prev_cpu", Int32, true),
+        f("wake_flags", UInt32, true),
     ]))
 }
 
@@ -86,6 +88,8 @@ struct Builders {
     name: StringBuilder,
     ret: Int32Builder,
     vec: UInt32Builder,
+    prev_cpu: Int32Builder,
+    wake_flags: UInt32Builder,
 }
 
 fn comm_str(c: &Comm) -> std::borrow::Cow<'_, str> {
@@ -109,6 +113,7 @@ impl Builders {
         let mut name = None;
         let mut ret = None;
         let mut vec = None;
+        let mut select = None;
         match &e.kind {
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
                 let Wake {
@@ -175,6 +180,12 @@ impl Builders {
             EventKind::SoftirqEntry { vec: v } | EventKind::SoftirqExit { vec: v } => {
                 vec = Some(*v)
             }
+            EventKind::SelectEnter {
+                prev_cpu,
+                wake_flags,
+            } => select = Some((*prev_cpu, *wake_flags)),
+            // The CPU chosen, as sched_wakeup's target_cpu.
+            EventKind::SelectExit { cpu } => target = Some(*cpu),
         }
         self.comm.append_option(task.map(|t| comm_str(t.0)));
         self.pid.append_option(task.map(|t| t.1));
@@ -198,6 +209,8 @@ impl Builders {
         self.name.append_option(name);
         self.ret.append_option(ret);
         self.vec.append_option(vec);
+        self.prev_cpu.append_option(select.map(|s| s.0));
+        self.wake_flags.append_option(select.map(|s| s.1));
     }
 
     fn finish(&mut self) -> Vec<ArrayRef> {
@@ -228,6 +241,8 @@ impl Builders {
             Arc::new(self.name.finish()),
             Arc::new(self.ret.finish()),
             Arc::new(self.vec.finish()),
+            Arc::new(self.prev_cpu.finish()),
+            Arc::new(self.wake_flags.finish()),
         ]
     }
 }
@@ -410,6 +425,13 @@ fn row_event(b: &RecordBatch, i: usize) -> Result<Event, String> {
                 EventKind::SoftirqExit { vec }
             }
         }
+        EventType::SelectEnter => EventKind::SelectEnter {
+            prev_cpu: i32c("prev_cpu")?,
+            wake_flags: col::<UInt32Array>(b, "wake_flags")?.value(i),
+        },
+        EventType::SelectExit => EventKind::SelectExit {
+            cpu: i32c("target_cpu")?,
+        },
     };
     Ok(Event {
         ts: col::<UInt64Array>(b, "ts_ns")?.value(i),

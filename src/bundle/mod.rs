@@ -85,7 +85,7 @@ pub struct Tally {
     pub last_ts: Option<u64>,
     pub tasks: BTreeMap<i32, String>,
     pub max_cpu: Option<u32>,
-    by_type: [u64; 11],
+    by_type: [u64; crate::trace::EventType::ALL.len()],
     /// Per CPU: the task the last sched_switch switched to.
     last_next: BTreeMap<u32, i32>,
     /// Per CPU: switches whose prev_pid is not the previous switch's next_pid.

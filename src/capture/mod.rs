@@ -7,6 +7,7 @@ pub mod tracefs;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -65,7 +66,8 @@ pub struct CaptureOptions {
     pub events: Vec<String>,
     /// Per-CPU ring buffer size.
     pub buffer_kb: u32,
-    pub search_latency: bool,
+    /// Probes on select_task_rq_fair, if asked for.
+    pub search_latency: Option<SearchProbe>,
     /// The workload to run while tracing, if any.
     pub command: Vec<String>,
     /// The command line as the user gave it, for meta.json.
@@ -73,33 +75,77 @@ pub struct CaptureOptions {
     pub stop: Arc<AtomicBool>,
 }
 
+/// What `--search-latency` records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchProbe {
+    /// A kprobe and a kretprobe: wake flags, prev and chosen CPU, and the duration.
+    Duration,
+    /// The kprobe alone: wake flags and which wakings selected, no duration. For
+    /// kernels or emulators where return probes misbehave (a TCG guest under a
+    /// ping-pong load hangs with one).
+    Flags,
+}
+
 /// What `--search-latency` could do on this kernel.
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchLatency {
-    pub requested: bool,
+    pub requested: Option<SearchProbe>,
     pub available: bool,
     pub why: String,
 }
 
-/// Decides whether the idle-search duration can be recorded: needs function_graph or
-/// kprobe events.
+/// Decides whether the idle-search duration can be recorded: needs kprobe events and a
+/// traceable select_task_rq_fair. (function_graph could time it too, but it cannot
+/// record the arguments and the returned CPU, which tell a selection's wake flags and
+/// outcome; kprobes can.)
 pub fn search_latency_support(root: &Path) -> SearchLatency {
     let tracers = std::fs::read_to_string(root.join("available_tracers")).unwrap_or_default();
     let graph = tracers.split_whitespace().any(|t| t == "function_graph");
     let kprobes = root.join("kprobe_events").exists();
-    SearchLatency {
-        requested: false,
-        available: false,
-        why: match (graph, kprobes) {
-            (false, false) => format!(
-                "not available on this kernel: no function_graph tracer (available: {}) and \
-                 no kprobe_events",
+    let traceable = || {
+        tracefs::read_kernel_text(&root.join("available_filter_functions"))
+            .map(|t| {
+                t.lines()
+                    .any(|l| l.split_whitespace().next() == Some(tracefs::PROBED))
+            })
+            .unwrap_or(false)
+    };
+    let (available, why) = match (kprobes, graph) {
+        (true, _) if traceable() => (
+            true,
+            format!(
+                "kprobes on {} (system {})",
+                tracefs::PROBED,
+                tracefs::PROBE_GROUP
+            ),
+        ),
+        (true, _) => (
+            false,
+            format!(
+                "{} is not in available_filter_functions (inlined or not traceable)",
+                tracefs::PROBED
+            ),
+        ),
+        (false, true) => (
+            false,
+            "this kernel has function_graph but no kprobe_events; sisreplay records the \
+             search with a kprobe pair, which also gives wake flags and the chosen CPU"
+                .into(),
+        ),
+        (false, false) => (
+            false,
+            format!(
+                "not available on this kernel: no kprobe_events and no function_graph \
+                 tracer (available: {})",
                 tracers.trim()
             ),
-            _ => "this kernel has function_graph or kprobe events, but recording the idle \
-                  search duration is not implemented yet"
-                .into(),
-        },
+        ),
+    };
+    SearchLatency {
+        requested: None,
+        available,
+        why,
     }
 }
 
@@ -216,6 +262,8 @@ struct TracefsRecording {
     cpus: Vec<u32>,
     layout: crate::trace::format::PageLayout,
     decoder: Arc<Decoder>,
+    // Dropped after the instance (removed in stop), before the mount.
+    _probes: Option<tracefs::Probes>,
     _mount: tracefs::Mount,
 }
 
@@ -298,15 +346,34 @@ impl Recording for TracefsRecording {
     }
 }
 
+/// Creates the search-latency probes when asked for and possible; returns them with the
+/// full list of events to enable.
+fn with_probes(
+    opts: &CaptureOptions,
+    root: &Path,
+    search: &SearchLatency,
+) -> Result<(Option<tracefs::Probes>, Vec<String>), CaptureError> {
+    let mut events = opts.events.clone();
+    let Some(what) = opts.search_latency.filter(|_| search.available) else {
+        return Ok((None, events));
+    };
+    let duration = what == SearchProbe::Duration;
+    let probes = tracefs::Probes::create(root, duration)?;
+    events.extend(tracefs::Probes::events(duration));
+    Ok((Some(probes), events))
+}
+
 fn start_tracefs(
     opts: &CaptureOptions,
     root: &Path,
     spool_dir: &Path,
+    search: &SearchLatency,
 ) -> Result<Box<dyn Recording>, CaptureError> {
     let mount = tracefs::Mount::ensure(root)?;
-    let (layout, formats) = mount.formats(&opts.events)?;
+    let (probes, events) = with_probes(opts, root, search)?;
+    let (layout, formats) = mount.formats(&events)?;
     let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
-    inst.enable(&opts.events)?;
+    inst.enable(&events)?;
     let cpus = online_cpus();
     let drain = Arc::new(AtomicBool::new(false));
     let mut readers = Vec::new();
@@ -326,6 +393,7 @@ fn start_tracefs(
         cpus,
         layout,
         decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
+        _probes: probes,
         _mount: mount,
     }))
 }
@@ -337,6 +405,7 @@ struct PerfRecording {
     decoder: Arc<Decoder>,
     spool_dir: PathBuf,
     cpus: Vec<u32>,
+    _probes: Option<tracefs::Probes>,
     _mount: tracefs::Mount,
 }
 
@@ -391,9 +460,11 @@ fn start_perf(
     opts: &CaptureOptions,
     root: &Path,
     spool_dir: &Path,
+    search: &SearchLatency,
 ) -> Result<Box<dyn Recording>, CaptureError> {
     let mount = tracefs::Mount::ensure(root)?;
-    let (_, formats) = mount.formats(&opts.events)?;
+    let (probes, events) = with_probes(opts, root, search)?;
+    let (_, formats) = mount.formats(&events)?;
     let ids: Vec<u64> = formats.iter().map(|f| f.id as u64).collect();
     // The ring is a power of two of pages.
     let pages = ((opts.buffer_kb as usize * 1024) / 4096)
@@ -411,6 +482,7 @@ fn start_perf(
         decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
         spool_dir: spool_dir.into(),
         cpus,
+        _probes: probes,
         _mount: mount,
     }))
 }
@@ -472,20 +544,22 @@ fn record(
     let schedstat_before = machine::schedstat();
     let mut search = search_latency_support(root);
     search.requested = opts.search_latency;
-    if opts.search_latency && !search.available {
+    if opts.search_latency.is_some() && !search.available {
         eprintln!("sisreplay: --search-latency: {}", search.why);
     }
     let mut rec = match opts.backend {
-        Backend::Tracefs => start_tracefs(opts, root, spool_dir)?,
-        Backend::Perf => start_perf(opts, root, spool_dir)?,
+        Backend::Tracefs => start_tracefs(opts, root, spool_dir, &search)?,
+        Backend::Perf => start_perf(opts, root, spool_dir, &search)?,
     };
     rec.set_tracing(true)?;
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
     let mut child = match opts.command.split_first() {
+        // In a process group of its own, so a shell's children can be stopped with it.
         Some((prog, args)) => Some(
             std::process::Command::new(prog)
                 .args(args)
+                .process_group(0)
                 .spawn()
                 .map_err(|e| CaptureError::Workload(format!("cannot start {prog}: {e}")))?,
         ),
@@ -524,8 +598,9 @@ fn record(
     rec.set_tracing(false)?;
     let duration_s = started.elapsed().as_secs_f64();
     if let Some(mut ch) = child {
-        // The capture ended first: stop the workload so it does not outlive the trace.
-        unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
+        // The capture ended first: stop the workload, children included, so it does not
+        // outlive the trace (nor run on while the events are disabled).
+        unsafe { libc::kill(-(ch.id() as i32), libc::SIGTERM) };
         if let Ok(status) = ch.wait() {
             workload = Some(outcome(&opts.command, status, started, true));
         }

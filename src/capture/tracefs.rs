@@ -258,3 +258,88 @@ impl Reader {
             .map_err(|_| CaptureError::Tracefs(format!("reader of CPU {} panicked", self.cpu)))?
     }
 }
+
+/// The kprobe group `--search-latency` creates; its events decode as
+/// [`crate::trace::EventType::SelectEnter`] and `SelectExit`.
+pub const PROBE_GROUP: &str = "sisreplay";
+/// The probed function: select_idle_sibling and select_idle_cpu are inlined into it on
+/// the kernels seen (6.1 Debian), so its duration is the closest to the idle search that
+/// a probe can see. Its arguments are (p, prev_cpu, wake_flags).
+pub const PROBED: &str = "select_task_rq_fair";
+
+/// The registers holding the second and third argument at function entry.
+#[cfg(target_arch = "x86_64")]
+const ARGS: (&str, &str) = ("%si", "%dx");
+#[cfg(target_arch = "aarch64")]
+const ARGS: (&str, &str) = ("%x1", "%x2");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const ARGS: (&str, &str) = ("$arg2", "$arg3");
+
+/// A kprobe/kretprobe pair on select_task_rq_fair, defined in `kprobe_events` for the
+/// session and removed on drop. The events themselves are enabled like any other, in
+/// the instance or through perf.
+pub struct Probes {
+    file: PathBuf,
+}
+
+impl Probes {
+    /// The `system/name` of the probe events; the return probe only with `duration`.
+    pub fn events(duration: bool) -> Vec<String> {
+        let mut v = vec![format!("{PROBE_GROUP}/select_task_rq_enter")];
+        if duration {
+            v.push(format!("{PROBE_GROUP}/select_task_rq_exit"));
+        }
+        v
+    }
+
+    /// Defines the entry probe, and with `duration` the return probe too.
+    pub fn create(root: &Path, duration: bool) -> Result<Probes, CaptureError> {
+        let file = root.join("kprobe_events");
+        if root.join("events").join(PROBE_GROUP).exists() {
+            return Err(CaptureError::Tracefs(format!(
+                "{}: kprobe group {PROBE_GROUP} already exists (another sisreplay capture is \
+                 running, or one was killed: `echo '-:{PROBE_GROUP}/*' >> {}` removes it)",
+                root.join("events").join(PROBE_GROUP).display(),
+                file.display()
+            )));
+        }
+        let probes = Probes { file };
+        let (prev, flags) = ARGS;
+        probes.append(&format!(
+            "p:{PROBE_GROUP}/select_task_rq_enter {PROBED} prev_cpu={prev}:s32 wake_flags={flags}:u32"
+        ))?;
+        if duration {
+            probes.append(&format!(
+                "r:{PROBE_GROUP}/select_task_rq_exit {PROBED} cpu=$retval:s32"
+            ))?;
+        }
+        Ok(probes)
+    }
+
+    fn append(&self, line: &str) -> Result<(), CaptureError> {
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(&self.file)
+            .map_err(|e| io_err(&self.file, e))?;
+        f.write_all(format!("{line}\n").as_bytes())
+            .map_err(|e| io_err(&self.file, e))
+    }
+}
+
+impl Drop for Probes {
+    fn drop(&mut self) {
+        // Removal fails while an event is still enabled somewhere; the instance and perf
+        // fds are gone by now, but perf releases them asynchronously, so retry briefly.
+        let events = self.file.with_file_name("events").join(PROBE_GROUP);
+        for name in ["select_task_rq_exit", "select_task_rq_enter"] {
+            for _ in 0..50 {
+                if !events.join(name).exists()
+                    || self.append(&format!("-:{PROBE_GROUP}/{name}")).is_ok()
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! histograms of runqueues probed and of search time, placements by distance, rq-lock
 //! traffic, and agreement with the recorded placements; and what the trace itself shows.
 
+pub mod calibration;
 pub mod observed;
 
 use std::collections::BTreeMap;
@@ -73,6 +74,11 @@ pub struct Log2Hist {
 impl Log2Hist {
     /// Bucket 0 holds 0, bucket i ≥ 1 holds [2^(i−1), 2^i).
     pub fn add(&mut self, v: u64) {
+        self.add_n(v, 1);
+    }
+
+    /// Adds `n` samples of value `v`.
+    pub fn add_n(&mut self, v: u64, n: u64) {
         let i = if v == 0 {
             0
         } else {
@@ -81,7 +87,7 @@ impl Log2Hist {
         if self.buckets.len() <= i {
             self.buckets.resize(i + 1, 0);
         }
-        self.buckets[i] += 1;
+        self.buckets[i] += n;
     }
 
     /// bpftrace's label of bucket i.

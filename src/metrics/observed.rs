@@ -55,8 +55,14 @@ pub struct Observed {
     /// switch is missing from the trace): no latency is measured for the first.
     pub rewoken: u64,
     pub windows: Vec<Window>,
+    /// Measured select_task_rq_fair durations (the `--search-latency` probes), µs in
+    /// log2 buckets, and their percentiles in ns; empty when the trace has no probes.
+    pub search_latency_us: Log2Hist,
+    pub search_latency: Percentiles,
     #[serde(skip)]
     pub(crate) latencies_ns: Vec<u32>,
+    #[serde(skip)]
+    pub(crate) search_ns: Vec<u32>,
 }
 
 impl Observed {
@@ -65,11 +71,18 @@ impl Observed {
         self.latencies_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 
+    pub fn note_search(&mut self, ns: u64) {
+        self.search_latency_us.add(ns / 1000);
+        self.search_ns.push(ns.min(u32::MAX as u64) as u32);
+    }
+
     /// Computes the percentiles once the trace is read.
     pub fn finish(&mut self, pending: u64) {
         self.never_ran = pending;
         self.latency = Percentiles::of(&mut self.latencies_ns);
         self.latencies_ns = Vec::new();
+        self.search_latency = Percentiles::of(&mut self.search_ns);
+        self.search_ns = Vec::new();
     }
 }
 

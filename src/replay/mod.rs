@@ -16,6 +16,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::bundle::Meta;
+use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
 use crate::policy::affine::{wake_affine, wake_wide, Affine, IdleView, WeightView};
@@ -75,6 +76,9 @@ pub struct Skipped {
     pub no_wakeup: u64,
     /// Taken as a delayed-dequeue wakeup (see ReplayOptions::delayed_dequeue_ns).
     pub delayed_dequeue: u64,
+    /// The trace has select_task_rq_fair probes and none fired for this waking: the
+    /// kernel selected nothing (on_rq, delayed, or a task allowed on one CPU only).
+    pub no_selection: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -91,12 +95,19 @@ pub struct ReplayResult {
     pub skipped: Skipped,
     pub time_model: TimeModel,
     pub lock_hold_ns: u64,
+    /// Trace clock of the first event.
+    pub first_ts_ns: u64,
     pub duration_ns: u64,
     pub policies: Vec<PolicyMetrics>,
     /// What the trace itself recorded, policy-independent.
     pub observed: Observed,
     /// Each explained wakeup: policy → steps.
     pub explained: Vec<(String, Vec<String>)>,
+    /// Whether the trace carries the select_task_rq_fair probes: then which wakings
+    /// selected and their sync flag are known, not guessed.
+    pub probed_selections: u64,
+    /// The search-time model fitted to the probes' durations (see metrics::calibration).
+    pub search_fit: Option<Fit>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -332,6 +343,54 @@ struct Outcome {
     recorded_on: u32,
 }
 
+/// wake_flags bits (kernel/sched/sched.h, unchanged since v5.13).
+const WF_SYNC: u32 = 0x10;
+
+/// What the select_task_rq_fair probes recorded for one waking.
+struct Selection {
+    wake_flags: u32,
+    /// From the return probe, when the capture had one.
+    duration_ns: Option<u64>,
+}
+
+/// The probes that follow a sched_waking on its CPU: select_task_rq runs in
+/// try_to_wake_up right after the tracepoint, with interrupts off, so nothing else of
+/// that CPU comes between the entry and the return. Another waking or switch on the CPU
+/// before an entry means this waking selected nothing.
+fn find_selection(ahead: &VecDeque<Event>, cpu: u32) -> Option<Selection> {
+    let mut found: Option<(u64, u32)> = None;
+    for e in ahead.iter().skip(1).filter(|e| e.cpu == cpu) {
+        match (&e.kind, found) {
+            (EventKind::SelectEnter { wake_flags, .. }, None) => found = Some((e.ts, *wake_flags)),
+            (EventKind::SelectExit { .. }, Some((t0, wake_flags))) => {
+                return Some(Selection {
+                    wake_flags,
+                    duration_ns: Some(e.ts.saturating_sub(t0)),
+                })
+            }
+            (
+                EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectExit { .. },
+                None,
+            ) => return None,
+            // No return probe: the entry alone.
+            (
+                EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectEnter { .. },
+                Some((_, wake_flags)),
+            ) => {
+                return Some(Selection {
+                    wake_flags,
+                    duration_ns: None,
+                })
+            }
+            _ => {}
+        }
+    }
+    found.map(|(_, wake_flags)| Selection {
+        wake_flags,
+        duration_ns: None,
+    })
+}
+
 fn find_outcome(ahead: &VecDeque<Event>, pid: i32) -> Option<Outcome> {
     for e in ahead.iter().skip(1) {
         match &e.kind {
@@ -423,11 +482,17 @@ pub fn replay(
         skipped: Skipped::default(),
         time_model: opts.time,
         lock_hold_ns: opts.lock_hold_ns,
+        first_ts_ns: 0,
         duration_ns: 0,
         policies: Vec::new(),
         observed: Observed::default(),
         explained: Vec::new(),
+        probed_selections: 0,
+        search_fit: None,
     };
+    let mut fit = Samples::default();
+    // Set once a probe event is seen: from then on a waking without one selected nothing.
+    let mut probes = meta.is_some_and(|m| m.counts.contains_key("select_task_rq_enter"));
     // Replayed wakeups whose task has not run since: pid → sched_waking time.
     let mut woken_at: HashMap<i32, u64> = HashMap::new();
     let mut first_seen = None;
@@ -444,6 +509,9 @@ pub fn replay(
             if src.next_batch(&mut batch, 4096)? == 0 {
                 done = true;
             }
+            probes |= batch
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::SelectEnter { .. }));
             ahead.extend(batch.drain(..));
         }
         let Some(e) = ahead.front() else { break };
@@ -494,21 +562,43 @@ pub fn replay(
                     .and_then(|t| t.blocked_at)
                     .is_some_and(|b| now.saturating_sub(b) < d)
             });
+            let selection = if probes {
+                find_selection(&ahead, waker_cpu)
+            } else {
+                None
+            };
+            // With probes, whether the kernel selected is known; without, it is inferred
+            // from the reconstructed state.
+            let (queued, delayed) = match (probes, &selection) {
+                (true, Some(_)) => (false, false),
+                (true, None) => (true, false),
+                (false, _) => (queued, delayed),
+            };
             match (queued, find_outcome(&ahead, pid)) {
+                (true, _) if probes => result.skipped.no_selection += 1,
                 (true, _) => result.skipped.on_rq += 1,
                 (false, Some(_)) if delayed => result.skipped.delayed_dequeue += 1,
                 (false, None) => result.skipped.no_wakeup += 1,
                 (false, Some(out)) => {
                     result.replayed += 1;
+                    if let Some(sel) = &selection {
+                        result.probed_selections += 1;
+                        if let Some(ns) = sel.duration_ns {
+                            result.observed.note_search(ns);
+                        }
+                    }
                     let prev = w.target_cpu.max(0) as u32;
                     let waker = e.common_pid;
                     let in_task = waker != 0
                         && m.cpus
                             .get(waker_cpu as usize)
                             .is_some_and(|c| c.irq_depth == 0);
-                    // The sync flag is in no tracepoint: a task waking from task context is
-                    // taken as a sync wakeup (the pipe and socket paths of these loads).
-                    let sync = in_task;
+                    // The sync flag is in no tracepoint: the probe records it; without one, a
+                    // task waking from task context is taken as a sync wakeup (the pipe and
+                    // socket paths of these loads).
+                    let sync = selection
+                        .as_ref()
+                        .map_or(in_task, |s| s.wake_flags & WF_SYNC != 0);
                     m.record_wakee(waker, pid, now);
                     let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
                     let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
@@ -616,6 +706,12 @@ pub fn replay(
                         wd.wakeups += 1;
                         wd.moved += (d.cpu != prev) as u64;
                         if let Some(f) = pm.fidelity.as_mut() {
+                            if let (Some(ns), true) = (
+                                selection.as_ref().and_then(|s| s.duration_ns),
+                                d.cpu == out.chosen,
+                            ) {
+                                fit.add(d.probed, ns);
+                            }
                             let rec_cross = !topo.share_cache(out.chosen, prev);
                             f.note(
                                 d.path,
@@ -706,7 +802,9 @@ pub fn replay(
     if let Some(w) = opts.decisions.as_mut() {
         w.flush()?;
     }
-    result.duration_ns = last_seen.saturating_sub(first_seen.unwrap_or(0));
+    result.first_ts_ns = first_seen.unwrap_or(0);
+    result.duration_ns = last_seen.saturating_sub(result.first_ts_ns);
+    result.search_fit = fit.fit();
     result.observed.finish(woken_at.len() as u64);
     result.observed.windows = regroup(
         std::mem::take(&mut result.observed.windows),

@@ -27,11 +27,37 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
         "wakings {}: replayed {}, skipped {} on_rq, {} delayed dequeue, {} unmatched; {} IPI",
         r.wakings,
         r.replayed,
-        r.skipped.on_rq,
+        r.skipped.on_rq + r.skipped.no_selection,
         r.skipped.delayed_dequeue,
         r.skipped.no_wakeup,
         r.ipi_wakeups
     );
+    if r.probed_selections > 0 {
+        let sl = &r.observed.search_latency;
+        let _ = writeln!(
+            o,
+            "select_task_rq_fair probes: {} selections (sync from wake_flags), {} wakings \
+             without one",
+            r.probed_selections, r.skipped.no_selection,
+        );
+        if !r.observed.search_latency_us.buckets.is_empty() {
+            let _ = writeln!(
+                o,
+                "  measured select_task_rq_fair us: p50 {:.1}  p90 {:.1}  p99 {:.1}",
+                sl.p50 as f64 / 1e3,
+                sl.p90 as f64 / 1e3,
+                sl.p99 as f64 / 1e3
+            );
+        }
+        if let Some(f) = &r.search_fit {
+            let _ = writeln!(
+                o,
+                "  fit over {} agreeing wakeups: {:.0} ns + {:.0} ns per runqueue probed \
+                 (r2 {:.2})",
+                f.samples, f.entry_ns, f.probe_ns, f.r2
+            );
+        }
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,

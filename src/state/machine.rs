@@ -464,7 +464,9 @@ impl Machine {
                 *d = d.saturating_sub(1);
                 Change::None
             }
-            EventKind::Waking(_) => Change::None,
+            EventKind::Waking(_) | EventKind::SelectEnter { .. } | EventKind::SelectExit { .. } => {
+                Change::None
+            }
         }
     }
 

@@ -44,6 +44,8 @@ enum Layout {
     IrqEntry(Loc, Loc),
     IrqExit(Loc, Loc),
     Softirq(EventType, Loc),
+    SelectEnter(Loc, Loc),
+    SelectExit(Loc),
 }
 
 /// What a record turned out to be.
@@ -130,6 +132,8 @@ fn layout_for(fmt: &EventFormat, t: EventType) -> Result<Layout, String> {
         EventType::IrqHandlerEntry => Layout::IrqEntry(f("irq")?, f("name")?),
         EventType::IrqHandlerExit => Layout::IrqExit(f("irq")?, f("ret")?),
         EventType::SoftirqEntry | EventType::SoftirqExit => Layout::Softirq(t, f("vec")?),
+        EventType::SelectEnter => Layout::SelectEnter(f("prev_cpu")?, f("wake_flags")?),
+        EventType::SelectExit => Layout::SelectExit(f("cpu")?),
     })
 }
 
@@ -362,6 +366,13 @@ impl Decoder {
                     EventKind::SoftirqExit { vec }
                 }
             }
+            Layout::SelectEnter(prev, flags) => EventKind::SelectEnter {
+                prev_cpu: self.i32(data, *prev)?,
+                wake_flags: self.int(data, *flags)? as u32,
+            },
+            Layout::SelectExit(cpu) => EventKind::SelectExit {
+                cpu: self.i32(data, *cpu)?,
+            },
         };
         Ok(Decoded::Known { common_pid, kind })
     }

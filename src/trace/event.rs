@@ -110,6 +110,16 @@ pub enum EventKind {
     SoftirqExit {
         vec: u32,
     },
+    /// Entry of select_task_rq_fair, from the kprobe `--search-latency` installs: the
+    /// prev CPU and wake flags it was called with (WF_TTWU, WF_SYNC, WF_FORK, ...).
+    SelectEnter {
+        prev_cpu: i32,
+        wake_flags: u32,
+    },
+    /// Return of select_task_rq_fair (kretprobe): the CPU it chose.
+    SelectExit {
+        cpu: i32,
+    },
 }
 
 /// Every event kind the model knows, in a fixed order used for counts and columns.
@@ -127,10 +137,12 @@ pub enum EventType {
     IrqHandlerExit,
     SoftirqEntry,
     SoftirqExit,
+    SelectEnter,
+    SelectExit,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 13] = [
         EventType::SchedSwitch,
         EventType::SchedWaking,
         EventType::SchedWakeup,
@@ -142,6 +154,8 @@ impl EventType {
         EventType::IrqHandlerExit,
         EventType::SoftirqEntry,
         EventType::SoftirqExit,
+        EventType::SelectEnter,
+        EventType::SelectExit,
     ];
 
     /// The tracepoint's name, without its system.
@@ -158,6 +172,8 @@ impl EventType {
             EventType::IrqHandlerExit => "irq_handler_exit",
             EventType::SoftirqEntry => "softirq_entry",
             EventType::SoftirqExit => "softirq_exit",
+            EventType::SelectEnter => "select_task_rq_enter",
+            EventType::SelectExit => "select_task_rq_exit",
         }
     }
 
@@ -168,6 +184,8 @@ impl EventType {
             | EventType::IrqHandlerExit
             | EventType::SoftirqEntry
             | EventType::SoftirqExit => "irq",
+            // The kprobe group capture creates.
+            EventType::SelectEnter | EventType::SelectExit => "sisreplay",
             _ => "sched",
         }
     }
@@ -195,6 +213,8 @@ impl EventKind {
             EventKind::IrqExit { .. } => EventType::IrqHandlerExit,
             EventKind::SoftirqEntry { .. } => EventType::SoftirqEntry,
             EventKind::SoftirqExit { .. } => EventType::SoftirqExit,
+            EventKind::SelectEnter { .. } => EventType::SelectEnter,
+            EventKind::SelectExit { .. } => EventType::SelectExit,
         }
     }
 }

@@ -264,7 +264,26 @@ fn parse_body(t: EventType, body: &str) -> Option<EventKind> {
                 EventKind::SoftirqExit { vec }
             }
         }
+        // kprobe text: `(select_task_rq_fair+0x0/0x...) prev_cpu=1 wake_flags=0x8`.
+        EventType::SelectEnter => {
+            let v = fields(body, &["prev_cpu", "wake_flags"])?;
+            EventKind::SelectEnter {
+                prev_cpu: num(v[0])?,
+                wake_flags: parse_flags(v[1])?,
+            }
+        }
+        EventType::SelectExit => EventKind::SelectExit {
+            cpu: num(fields(body, &["cpu"])?[0])?,
+        },
     })
+}
+
+/// A kprobe's u32 argument as printed: hexadecimal with 0x, or decimal.
+fn parse_flags(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => num(s),
+    }
 }
 
 /// `SECS.FRAC` to nanoseconds; FRAC has 6 digits (µs) or 9 (ns).
