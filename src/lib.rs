@@ -5,6 +5,7 @@ pub mod info;
 pub mod metrics;
 pub mod policy;
 pub mod replay;
+pub mod report;
 pub mod state;
 pub mod topology;
 pub mod trace;

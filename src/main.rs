@@ -41,6 +41,9 @@ enum Command {
     /// 1.00 (std%), others compare% (std%), * where Welch's t-test over time windows says
     /// the difference is beyond the noise.
     Compare(CompareArgs),
+    /// Write a report of a comparison for patch review: self-contained HTML with plots
+    /// (default), mail-ready text within 80 columns, or JSON.
+    Report(ReportArgs),
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
     Policies(PoliciesArgs),
@@ -155,6 +158,38 @@ struct CompareArgs {
     pub traces_dir: PathBuf,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// The baseline, then the others, as for `compare`
+    #[arg(required = true, num_args = 2..)]
+    pub arms: Vec<String>,
+    /// A trace or bundle, one per row (e.g. one per load level) [default: as compare]
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// Output file [default: reports/BASE-vs-OTHER.html for HTML, standard output for
+    /// text and JSON]
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: ReportFormat,
+    /// Time windows per trace for the variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Length of the busy/idle strip, from the middle of each trace
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    pub timeline: std::time::Duration,
+    /// Directory that holds bundles
+    #[arg(long = "traces-dir", default_value = "traces")]
+    pub traces_dir: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReportFormat {
+    Html,
+    Text,
+    Json,
 }
 
 #[derive(clap::Args)]
@@ -479,58 +514,10 @@ fn run_compare(args: CompareArgs) -> ExitCode {
         traces_dir,
         json,
     } = args;
-    use sisreplay::compare::{self, Arm};
-    let mut resolved = Vec::new();
-    for a in &arms {
-        let (explicit, name) = match a.split_once(':') {
-            Some(("policy", n)) => (Some("policy"), n),
-            Some(("trace", n)) => (Some("trace"), n),
-            _ => (None, a.as_str()),
-        };
-        let base = name.split(':').next().unwrap_or(name);
-        let is_policy = sisreplay::policy::lookup(base).is_some();
-        // A bundle by name in traces/, or by path.
-        let bundle_path = [traces_dir.join(name), PathBuf::from(name)]
-            .into_iter()
-            .find(|p| bundle::is_bundle(p));
-        match (explicit, is_policy, bundle_path) {
-            (None, true, Some(_)) => {
-                return fail(format!(
-                    "{a:?} is both a policy and a bundle in {}: write policy:{a} or trace:{a}",
-                    traces_dir.display()
-                ))
-            }
-            (Some("policy"), true, _) | (None, true, None) => {
-                resolved.push(Arm::Policy(name.to_string()))
-            }
-            (Some("trace") | None, _, Some(path)) => resolved.push(Arm::Trace {
-                name: name.to_string(),
-                path,
-            }),
-            (Some("trace"), _, None) => {
-                return fail(format!(
-                    "{a:?}: no bundle of that name in {} nor at that path",
-                    traces_dir.display()
-                ))
-            }
-            _ => {
-                return fail(format!(
-                    "{a:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}",
-                    traces_dir.display()
-                ))
-            }
-        }
-    }
-    // Without --trace, policies are replayed over the first observed arm's bundle (the
-    // counterfactual of that capture), else over the newest bundle.
-    let traces = if !traces.is_empty() {
-        traces
-    } else if let Some(Arm::Trace { path, .. }) =
-        resolved.iter().find(|a| matches!(a, Arm::Trace { .. }))
-    {
-        vec![path.clone()]
-    } else {
-        vec![compare::newest_bundle(&traces_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_SAMPLE))]
+    use sisreplay::compare;
+    let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
     };
     if windows < 2 {
         return fail("--windows must be at least 2 to measure variation");
@@ -545,6 +532,85 @@ fn run_compare(args: CompareArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+/// Writes `text` to `path` through a temporary file beside it, so an existing report is
+/// replaced whole or not at all.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+fn run_report(args: ReportArgs) -> ExitCode {
+    let ReportArgs {
+        arms,
+        traces,
+        output,
+        format,
+        windows,
+        timeline,
+        traces_dir,
+    } = args;
+    use sisreplay::{compare, report};
+    if windows < 2 {
+        return fail("--windows must be at least 2 to measure variation");
+    }
+    let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let opts = report::ReportOptions {
+        windows,
+        timeline_ns: timeline.as_nanos().min(u64::MAX as u128) as u64,
+        command_line: std::env::args().collect(),
+    };
+    let r = match report::build(&resolved, &traces, &opts) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let text = match format {
+        ReportFormat::Html => report::html::render(&r),
+        ReportFormat::Text => report::text::render(&r),
+        ReportFormat::Json => serde_json::to_string_pretty(&r).expect("serialises") + "\n",
+    };
+    let output = output.or_else(|| {
+        (format == ReportFormat::Html).then(|| {
+            let name: Vec<String> = arms
+                .iter()
+                .map(|a| a.replace(['/', ':', '='], "_"))
+                .collect();
+            PathBuf::from("reports").join(format!("{}.html", name.join("-vs-")))
+        })
+    });
+    match output {
+        Some(path) => match write_atomically(&path, &text) {
+            Ok(()) => {
+                println!("{}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
+        None => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
     }
 }
 
@@ -661,6 +727,7 @@ fn main() -> ExitCode {
         Command::Capture(a) => run_capture(a),
         Command::Replay(a) => run_replay(a),
         Command::Compare(a) => run_compare(a),
+        Command::Report(a) => run_report(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
     }

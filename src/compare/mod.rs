@@ -70,6 +70,26 @@ impl Metric {
             }
         }
     }
+    /// A few words for verdict lines.
+    pub fn short(self) -> &'static str {
+        match self {
+            Metric::SeEff => "se_eff%",
+            Metric::SuccessRate => "success rate %",
+            Metric::ScannedPerSearch => "runqueues scanned per search",
+            Metric::SearchUsPerWakeup => "search us per wakeup",
+            Metric::MovedPct => "moved off prev %",
+            Metric::CrossLlcPct => "cross-LLC %",
+            Metric::WakeupLatencyUs => "wakeup latency us",
+        }
+    }
+    /// The unit of the metric's values, for axes.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::SeEff | Metric::SuccessRate | Metric::MovedPct | Metric::CrossLlcPct => "%",
+            Metric::ScannedPerSearch => "runqueues",
+            Metric::SearchUsPerWakeup | Metric::WakeupLatencyUs => "us",
+        }
+    }
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::SeEff | Metric::SuccessRate)
     }
@@ -143,6 +163,9 @@ pub struct TraceSummary {
     pub path: PathBuf,
     pub duration_ns: u64,
     pub observed: Observed,
+    /// The whole replay, for reports.
+    #[serde(skip)]
+    pub replay: Option<Box<ReplayResult>>,
 }
 
 impl TraceSummary {
@@ -151,7 +174,8 @@ impl TraceSummary {
             trace,
             path: path.to_path_buf(),
             duration_ns: r.duration_ns,
-            observed: r.observed,
+            observed: r.observed.clone(),
+            replay: Some(Box::new(r)),
         }
     }
 }
@@ -242,6 +266,69 @@ fn replay_trace(
             ..Default::default()
         },
     )?)
+}
+
+/// Resolves the arms of a command line (policies, bundles by name in `traces_dir` or by
+/// path, `policy:NAME` / `trace:NAME` for a name that is both) and the row traces:
+/// without `--trace`, policies replay over the first observed arm's bundle (the
+/// counterfactual of that capture), else over the newest bundle, else `fallback`.
+pub fn resolve(
+    args: &[String],
+    traces: Vec<PathBuf>,
+    traces_dir: &Path,
+    fallback: &str,
+) -> Result<(Vec<Arm>, Vec<PathBuf>), String> {
+    let mut resolved = Vec::new();
+    for a in args {
+        let (explicit, name) = match a.split_once(':') {
+            Some(("policy", n)) => (Some("policy"), n),
+            Some(("trace", n)) => (Some("trace"), n),
+            _ => (None, a.as_str()),
+        };
+        let base = name.split(':').next().unwrap_or(name);
+        let is_policy = crate::policy::lookup(base).is_some();
+        // A bundle by name in traces/, or by path.
+        let bundle_path = [traces_dir.join(name), PathBuf::from(name)]
+            .into_iter()
+            .find(|p| bundle::is_bundle(p));
+        match (explicit, is_policy, bundle_path) {
+            (None, true, Some(_)) => {
+                return Err(format!(
+                    "{a:?} is both a policy and a bundle in {}: write policy:{a} or trace:{a}",
+                    traces_dir.display()
+                ))
+            }
+            (Some("policy"), true, _) | (None, true, None) => {
+                resolved.push(Arm::Policy(name.to_string()))
+            }
+            (Some("trace") | None, _, Some(path)) => resolved.push(Arm::Trace {
+                name: name.to_string(),
+                path,
+            }),
+            (Some("trace"), _, None) => {
+                return Err(format!(
+                    "{a:?}: no bundle of that name in {} nor at that path",
+                    traces_dir.display()
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "{a:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}",
+                    traces_dir.display()
+                ))
+            }
+        }
+    }
+    let traces = if !traces.is_empty() {
+        traces
+    } else if let Some(Arm::Trace { path, .. }) =
+        resolved.iter().find(|a| matches!(a, Arm::Trace { .. }))
+    {
+        vec![path.clone()]
+    } else {
+        vec![newest_bundle(traces_dir).unwrap_or_else(|| PathBuf::from(fallback))]
+    };
+    Ok((resolved, traces))
 }
 
 /// Replays every row trace with the policy arms, reads each trace arm's own record, and

@@ -1,0 +1,730 @@
+//! The report as one self-contained HTML file: inline CSS and SVG, no script and no
+//! reference to any other file or host, readable at A4 width and on a phone.
+
+use std::fmt::Write;
+
+use super::{plots, Report, TraceReport};
+use crate::compare::{Cell, Metric};
+use crate::metrics::Log2Hist;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1a1a1a;background:#fff;line-height:1.45}
+main{max-width:60rem;margin:0 auto;padding:1rem}
+h1{font-size:1.6rem;margin:.5rem 0}
+h2{font-size:1.25rem;border-bottom:2px solid #0072b2;padding-bottom:.2rem;margin-top:2.2rem}
+h3{font-size:1.05rem;margin:1.2rem 0 .4rem}
+.sub{color:#555;margin-top:0}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:.92rem}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}
+thead th{background:#eef4fa}
+td.better{color:#00734d;font-weight:600}
+td.worse{color:#b03a00;font-weight:600}
+td.same{color:#555}
+figure{margin:.8rem 0 1.4rem}
+figure svg{width:100%;height:auto;display:block}
+figcaption{font-size:.88rem;color:#444;margin-top:.3rem}
+pre{background:#f5f5f5;padding:.6rem;overflow-x:auto;font-size:.85rem}
+code{font-size:.9em}
+nav ol{columns:2;font-size:.92rem}
+@media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}}
+@media print{h2{break-after:avoid}figure{break-inside:avoid}}
+";
+
+fn cell_text(c: Option<&Cell>, baseline: bool) -> String {
+    match c {
+        None => "n/a".into(),
+        Some(c) if baseline => format!("1.00 ({:.2})", c.std_pct),
+        Some(c) => match c.compare_pct {
+            Some(p) => format!(
+                "{p:+.2}% ({:.2}){}",
+                c.std_pct,
+                if c.beyond_noise { " *" } else { "" }
+            ),
+            None => format!("[{:.2}] ({:.2})", c.mean, c.std_pct),
+        },
+    }
+}
+
+/// A plot with its caption. Inline SVG in HTML needs no namespace declaration, and
+/// leaving it out keeps the page free of any URL.
+fn fig(o: &mut String, id: &str, svg: &str, caption: &str) {
+    let svg = svg.replacen(
+        " xmlns=\"http://www.w3.org/2000/svg\"",
+        &format!(" role=\"img\" aria-label=\"{}\"", escape(caption)),
+        1,
+    );
+    let _ = writeln!(
+        o,
+        "<figure id=\"{id}\" class=\"plot\">{svg}<figcaption>{}</figcaption></figure>",
+        escape(caption)
+    );
+}
+
+/// Shares of a log2 histogram, in percent of its total.
+fn shares(h: &Log2Hist, len: usize) -> Vec<f64> {
+    let total: u64 = h.buckets.iter().sum();
+    (0..len)
+        .map(|i| 100.0 * h.buckets.get(i).copied().unwrap_or(0) as f64 / total.max(1) as f64)
+        .collect()
+}
+
+/// The step CDF of a log2 µs histogram: at the top of each bucket, the share below it.
+pub fn cdf_points(h: &Log2Hist) -> Vec<(f64, f64)> {
+    let total: u64 = h.buckets.iter().sum();
+    let mut acc = 0u64;
+    let mut pts = Vec::new();
+    for (i, &n) in h.buckets.iter().enumerate() {
+        acc += n;
+        let upper = if i == 0 { 1.0 } else { (1u64 << i) as f64 };
+        pts.push((upper, acc as f64 / total.max(1) as f64));
+    }
+    pts
+}
+
+fn search_section(o: &mut String, t: &TraceReport) {
+    let pols = &t.replay.policies;
+    let len = pols
+        .iter()
+        .map(|p| p.search_us.buckets.len())
+        .max()
+        .unwrap_or(0);
+    if len == 0 {
+        let _ = writeln!(
+            o,
+            "<p>No policy scanned any runqueue on {}.</p>",
+            escape(&t.name)
+        );
+        return;
+    }
+    let bars = plots::Bars {
+        title: &format!("Modelled time per idle search, {}", t.name),
+        x_desc: "search time, us (log2 buckets, as bpftrace's hist())",
+        y_desc: "share of searches that scanned, %",
+        categories: (0..len).map(Log2Hist::label).collect(),
+        series: pols
+            .iter()
+            .map(|p| (p.policy.clone(), shares(&p.search_us, len)))
+            .collect(),
+    };
+    fig(
+        o,
+        &format!("search-hist-{}", slug(&t.name)),
+        &plots::grouped_bars(&bars),
+        &format!(
+            "Search time per wakeup that scanned, modelled as {} ns entry + {} ns per runqueue probed.",
+            t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
+        ),
+    );
+    let max_probed = pols.iter().map(|p| p.probed.len()).max().unwrap_or(1);
+    // Up to 24 single counts, then log2 buckets so a 112-CPU LLC stays legible.
+    let (cats, series): (Vec<String>, Vec<(String, Vec<f64>)>) = if max_probed <= 24 {
+        (
+            (0..max_probed).map(|i| i.to_string()).collect(),
+            pols.iter()
+                .map(|p| {
+                    let total: u64 = p.probed.iter().sum();
+                    let v = (0..max_probed)
+                        .map(|i| {
+                            100.0 * p.probed.get(i).copied().unwrap_or(0) as f64
+                                / total.max(1) as f64
+                        })
+                        .collect();
+                    (p.policy.clone(), v)
+                })
+                .collect(),
+        )
+    } else {
+        let hists: Vec<(String, Log2Hist)> = pols
+            .iter()
+            .map(|p| {
+                let mut h = Log2Hist::default();
+                for (n, &c) in p.probed.iter().enumerate() {
+                    h.add_n(n as u64, c);
+                }
+                (p.policy.clone(), h)
+            })
+            .collect();
+        let len = hists.iter().map(|h| h.1.buckets.len()).max().unwrap_or(0);
+        (
+            (0..len).map(Log2Hist::label).collect(),
+            hists
+                .iter()
+                .map(|(n, h)| (n.clone(), shares(h, len)))
+                .collect(),
+        )
+    };
+    let bars = plots::Bars {
+        title: &format!("Runqueues probed per wakeup, {}", t.name),
+        x_desc: "runqueues probed",
+        y_desc: "share of wakeups, %",
+        categories: cats,
+        series,
+    };
+    fig(
+        o,
+        &format!("probed-hist-{}", slug(&t.name)),
+        &plots::grouped_bars(&bars),
+        "Runqueues each policy probed per wakeup (0: target, prev or recent was idle, or no budget).",
+    );
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+fn placements_section(o: &mut String, r: &Report) {
+    for t in &r.traces {
+        let mut series = Vec::new();
+        let pct = |n: u64, d: u64| 100.0 * n as f64 / d.max(1) as f64;
+        for p in &t.replay.policies {
+            let pl = &p.placements;
+            let d = pl.same_cpu + pl.same_llc + pl.cross_llc + pl.cross_numa;
+            series.push((
+                p.policy.clone(),
+                vec![
+                    pct(pl.same_llc, d),
+                    pct(pl.cross_llc, d),
+                    pct(pl.cross_numa, d),
+                    pct(p.remote_rq_locks, d),
+                    pct(p.rq_lock_collisions, d),
+                    pct(p.stacked_with_idle, d),
+                ],
+            ));
+        }
+        let ob = &t.replay.observed.placements;
+        let d = ob.same_cpu + ob.same_llc + ob.cross_llc + ob.cross_numa;
+        series.push((
+            "recorded".into(),
+            vec![
+                pct(ob.same_llc, d),
+                pct(ob.cross_llc, d),
+                pct(ob.cross_numa, d),
+                0.0,
+                0.0,
+                0.0,
+            ],
+        ));
+        let bars = plots::Bars {
+            title: &format!("Placements and rq locks, {}", t.name),
+            x_desc: "per wakeup replayed",
+            y_desc: "% of wakeups",
+            categories: [
+                "moved, same LLC",
+                "cross-LLC",
+                "cross-NUMA",
+                "remote rq lock",
+                "lock collision",
+                "stacked w/ idle",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            series,
+        };
+        fig(
+            o,
+            &format!("placements-{}", slug(&t.name)),
+            &plots::grouped_bars(&bars),
+            &format!(
+                "Where each policy put the wakee relative to its previous CPU, and rq-lock traffic \
+                 (a collision is a second acquisition of one rq lock within {} ns). \"recorded\" is the kernel's own placement.",
+                t.replay.lock_hold_ns
+            ),
+        );
+        let _ = writeln!(
+            o,
+            "<div class=\"scroll\"><table><thead><tr><th>{}</th><th>same CPU</th><th>same LLC</th>\
+             <th>cross-LLC</th><th>cross-NUMA</th><th>remote rq locks</th><th>collisions</th>\
+             <th>stacked with idle</th></tr></thead><tbody>",
+            escape(&t.name)
+        );
+        for p in &t.replay.policies {
+            let pl = &p.placements;
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&p.policy),
+                pl.same_cpu,
+                pl.same_llc,
+                pl.cross_llc,
+                pl.cross_numa,
+                p.remote_rq_locks,
+                p.rq_lock_collisions,
+                p.stacked_with_idle
+            );
+        }
+        let m = &t.replay.observed.migrations;
+        let _ = writeln!(
+            o,
+            "<tr><td>recorded wakeups</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td colspan=\"3\">all migrations in the trace: {} same LLC, {} cross-LLC, {} cross-NUMA</td></tr></tbody></table></div>",
+            ob.same_cpu, ob.same_llc, ob.cross_llc, ob.cross_numa, m.same_llc, m.cross_llc, m.cross_numa
+        );
+    }
+}
+
+fn curves_section(o: &mut String, r: &Report) {
+    let c = &r.comparison;
+    let _ = writeln!(
+        o,
+        "<p>One point per trace, in the order given (for example one trace per load level).</p>"
+    );
+    for metric in [
+        Metric::SeEff,
+        Metric::ScannedPerSearch,
+        Metric::SuccessRate,
+        Metric::SearchUsPerWakeup,
+        Metric::CrossLlcPct,
+        Metric::WakeupLatencyUs,
+    ] {
+        let Some(table) = c.tables.iter().find(|t| t.metric == metric) else {
+            continue;
+        };
+        let series: Vec<(String, Vec<f64>)> = c
+            .arms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, arm)| {
+                let v: Option<Vec<f64>> = table
+                    .rows
+                    .iter()
+                    .map(|row| row.cells[i].as_ref().map(|x| x.mean))
+                    .collect();
+                v.map(|v| (arm.clone(), v))
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let bars = plots::Bars {
+            title: metric.title(),
+            x_desc: "trace",
+            y_desc: metric.unit(),
+            categories: table.rows.iter().map(|r| r.trace.clone()).collect(),
+            series,
+        };
+        fig(
+            o,
+            &format!("curve-{}", slug(&format!("{metric:?}"))),
+            &plots::curves(&bars),
+            metric.title(),
+        );
+    }
+}
+
+fn fidelity_section(o: &mut String, r: &Report) {
+    let _ = writeln!(
+        o,
+        "<p>The policy of the traced kernel replayed over its own trace should pick the CPU \
+         the kernel picked. Agreement by the path the model took; \"via IPI\" are wakeups the \
+         kernel queued to the target's wakelist.</p><div class=\"scroll\"><table><thead><tr>\
+         <th>trace</th><th>policy</th><th>wakeups</th><th>agree</th><th>same LLC</th>\
+         <th>via IPI</th><th>cross-LLC recorded</th><th>predicted</th><th>by path</th></tr></thead><tbody>"
+    );
+    for t in &r.traces {
+        for p in &t.replay.policies {
+            let Some(f) = &p.fidelity else { continue };
+            let paths: Vec<String> = f
+                .by_path
+                .iter()
+                .map(|(k, (n, a))| {
+                    format!("{k} {:.1}% of {n}", 100.0 * *a as f64 / (*n).max(1) as f64)
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{:.2}%</td><td>{:.1}% of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&t.name),
+                escape(&p.policy),
+                f.decisions,
+                f.agreement_pct(),
+                100.0 * f.same_llc_agree as f64 / f.decisions.max(1) as f64,
+                100.0 * f.ipi.1 as f64 / f.ipi.0.max(1) as f64,
+                f.ipi.0,
+                f.recorded_cross_llc,
+                f.predicted_cross_llc,
+                escape(&paths.join("; "))
+            );
+        }
+    }
+    let _ = writeln!(o, "</tbody></table></div>");
+    for t in &r.traces {
+        let s = &t.replay.skipped;
+        let guess = if t.replay.probed_selections > 0 {
+            "select_task_rq_fair probes recorded which wakings selected and their wake flags"
+        } else {
+            "without probes, sync is guessed (a waker in task context) and a waking of a task \
+             still queued is taken as selecting nothing"
+        };
+        let _ = writeln!(
+            o,
+            "<p>{}: {} wakings, {} replayed; not replayed: {} on a runqueue already, {} without \
+             selection (probes), {} without a matching sched_wakeup. {}.</p>",
+            escape(&t.name),
+            t.replay.wakings,
+            t.replay.replayed,
+            s.on_rq,
+            s.no_selection,
+            s.no_wakeup,
+            guess
+        );
+        if let Some(f) = &t.replay.search_fit {
+            let _ = writeln!(
+                o,
+                "<p>Measured select_task_rq_fair time on {} fits {:.0} ns + {:.0} ns per runqueue \
+                 probed (r² {:.2}, {} wakeups). On an emulated guest these are not hardware timings.</p>",
+                escape(&t.name),
+                f.entry_ns,
+                f.probe_ns,
+                f.r2,
+                f.samples
+            );
+        }
+    }
+}
+
+fn reproduce_section(o: &mut String, r: &Report) {
+    let cmd: Vec<String> = r.command_line.iter().map(|a| shell_quote(a)).collect();
+    let _ = writeln!(
+        o,
+        "<pre>{}</pre><p>sisreplay {}; {}; {} time windows per trace.</p>",
+        escape(&cmd.join(" ")),
+        escape(&r.sisreplay_version),
+        escape(r.comparison.test),
+        r.comparison.windows
+    );
+    let _ = writeln!(
+        o,
+        "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>kernel</th><th>source</th>\
+         <th>clock</th><th>CPUs</th><th>events</th><th>lost</th><th>sched features (SIS)</th>\
+         </tr></thead><tbody>"
+    );
+    for t in &r.traces {
+        let feats = t
+            .features
+            .as_deref()
+            .map(|f| {
+                if f.starts_with("unreadable") || f == "absent" {
+                    f.to_string()
+                } else {
+                    f.split_whitespace()
+                        .filter(|x| x.contains("SIS_"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            })
+            .unwrap_or_else(|| "not recorded".into());
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&t.path.display().to_string()),
+            escape(t.kernel_release.as_deref().unwrap_or("unknown")),
+            escape(t.source_format.as_deref().unwrap_or("trace file")),
+            escape(t.clock.as_deref().unwrap_or("unknown")),
+            t.nr_cpus,
+            if t.topology_assumed { " (topology assumed)" } else { "" },
+            t.events.map_or("n/a".into(), |e| e.to_string()),
+            t.lost_events.map_or("n/a".into(), |e| e.to_string()),
+            escape(&feats)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></div>");
+    let first = r.traces.first();
+    let _ = writeln!(
+        o,
+        "<h3>Model parameters</h3><div class=\"scroll\"><table><thead><tr><th>parameter</th>\
+         <th>value</th></tr></thead><tbody>"
+    );
+    if let Some(t) = first {
+        let tm = &t.replay.time_model;
+        for (k, v) in [
+            (
+                "search entry cost (--entry-ns)",
+                format!("{} ns", tm.entry_ns),
+            ),
+            (
+                "cost per runqueue probed (--probe-ns)",
+                format!("{} ns", tm.probe_ns),
+            ),
+            (
+                "rq lock hold window",
+                format!("{} ns", t.replay.lock_hold_ns),
+            ),
+            ("traced kernel's policy", t.replay.as_kernel.clone()),
+        ] {
+            let _ = writeln!(o, "<tr><td>{}</td><td>{}</td></tr>", escape(k), escape(&v));
+        }
+    }
+    for p in &r.policies {
+        let vals: Vec<String> = p.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            o,
+            "<tr><td>policy {}</td><td>{} (follows {})</td></tr>",
+            escape(&p.spec),
+            escape(
+                if vals.is_empty() {
+                    "no parameters".into()
+                } else {
+                    vals.join(", ")
+                }
+                .as_str()
+            ),
+            escape(&p.follows)
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></div>");
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,%+@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub fn render(r: &Report) -> String {
+    let c = &r.comparison;
+    let mut o = String::new();
+    let title = format!(
+        "sisreplay: {} against {}",
+        c.arms[1..].join(", "),
+        c.arms[0]
+    );
+    let _ = writeln!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body><main>",
+        escape(&title)
+    );
+    let traces: Vec<&str> = r.traces.iter().map(|t| t.name.as_str()).collect();
+    let _ = writeln!(
+        o,
+        "<h1>{}</h1><p class=\"sub\">Decision replay of {} over {}. Baseline: <b>{}</b>.</p>",
+        escape(&title),
+        escape(&c.arms.join(", ")),
+        escape(&traces.join(", ")),
+        escape(&c.arms[0])
+    );
+    let multi = r.traces.len() > 1;
+    let _ = writeln!(
+        o,
+        "<nav><ol><li><a href=\"#verdict\">Verdict</a></li><li><a href=\"#tables\">Tables</a></li>\
+         <li><a href=\"#search-time\">Search time</a></li>{}<li><a href=\"#placements\">Placements \
+         and rq locks</a></li><li><a href=\"#latency\">Wakeup latency</a></li><li><a href=\"#machine\">\
+         Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
+         Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li></ol></nav>",
+        if multi {
+            "<li><a href=\"#load-curves\">Over load</a></li>"
+        } else {
+            ""
+        }
+    );
+
+    // Verdict.
+    let _ = writeln!(
+        o,
+        "<section id=\"verdict\"><h2>Verdict</h2><p>Each arm against {}: the change in the \
+         metric's mean, and whether it is beyond the variation between time windows ({}).</p>\
+         <div class=\"scroll\"><table><thead><tr><th>metric</th><th>trace</th><th>arm</th>\
+         <th>baseline</th><th>arm</th><th>change</th><th>verdict</th></tr></thead><tbody>",
+        escape(&c.arms[0]),
+        escape(c.test)
+    );
+    for v in &r.verdicts {
+        let (class, word) = match (v.beyond_noise, v.better) {
+            (false, _) => ("same", "within noise"),
+            (true, true) => ("better", "better"),
+            (true, false) => ("worse", "worse"),
+        };
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.2}%</td><td class=\"{class}\">{word}</td></tr>",
+            escape(v.metric.short()),
+            escape(&v.trace),
+            escape(&v.arm),
+            v.base_mean,
+            v.mean,
+            v.change_pct
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></div></section>");
+
+    // Seed-style tables.
+    let _ = writeln!(
+        o,
+        "<section id=\"tables\"><h2>Tables</h2><p>As the seeds print them: the baseline as \
+         1.00 (std%), the others as change% (std%); std over {} time windows; * where the \
+         difference is beyond the noise; [value] where the baseline has none.</p>",
+        c.windows
+    );
+    for t in &c.tables {
+        if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "<h3>{}</h3><div class=\"scroll\"><table><thead><tr><th>trace</th><th>wakeups</th>",
+            escape(t.metric.title())
+        );
+        for a in &c.arms {
+            let _ = write!(o, "<th>{}</th>", escape(a));
+        }
+        let _ = writeln!(o, "</tr></thead><tbody>");
+        for row in &t.rows {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td>",
+                escape(&row.trace),
+                row.wakeups
+            );
+            for (i, cell) in row.cells.iter().enumerate() {
+                let _ = write!(o, "<td>{}</td>", escape(&cell_text(cell.as_ref(), i == 0)));
+            }
+            let _ = writeln!(o, "</tr>");
+        }
+        let _ = writeln!(o, "</tbody></table></div>");
+    }
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"search-time\"><h2>Search time</h2>");
+    for t in &r.traces {
+        search_section(&mut o, t);
+    }
+    let _ = writeln!(o, "</section>");
+
+    if multi {
+        let _ = writeln!(o, "<section id=\"load-curves\"><h2>Over load</h2>");
+        curves_section(&mut o, r);
+        let _ = writeln!(o, "</section>");
+    }
+
+    let _ = writeln!(
+        o,
+        "<section id=\"placements\"><h2>Placements and rq locks</h2>"
+    );
+    placements_section(&mut o, r);
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"latency\"><h2>Wakeup latency</h2>");
+    let series: Vec<(String, Vec<(f64, f64)>)> = r
+        .traces
+        .iter()
+        .filter(|t| !t.replay.observed.latency_us.buckets.is_empty())
+        .map(|t| (t.name.clone(), cdf_points(&t.replay.observed.latency_us)))
+        .collect();
+    if series.is_empty() {
+        let _ = writeln!(o, "<p>No wakee was seen running after its wakeup.</p>");
+    } else {
+        fig(
+            &mut o,
+            "latency-cdf",
+            &plots::cdf(
+                "Waking-to-running latency, recorded",
+                "latency, us (log scale)",
+                &series,
+            ),
+            "Recorded in each trace: from sched_waking to the sched_switch that runs the wakee, \
+             cumulative at the top of each log2 bucket. Decision replay is open loop and cannot \
+             say how a different placement would change it.",
+        );
+        let _ = writeln!(
+            o,
+            "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>p50 us</th><th>p90 us</th><th>p99 us</th><th>p99.9 us</th><th>max us</th></tr></thead><tbody>"
+        );
+        for t in &r.traces {
+            let l = &t.replay.observed.latency;
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+                escape(&t.name),
+                l.p50 as f64 / 1e3,
+                l.p90 as f64 / 1e3,
+                l.p99 as f64 / 1e3,
+                l.p99_9 as f64 / 1e3,
+                l.max as f64 / 1e3
+            );
+        }
+        let _ = writeln!(o, "</tbody></table></div>");
+    }
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"machine\"><h2>Machine</h2>");
+    let mut drawn: Vec<&crate::topology::Topology> = Vec::new();
+    for t in &r.traces {
+        if drawn.contains(&&t.topology) {
+            continue;
+        }
+        drawn.push(&t.topology);
+        fig(
+            &mut o,
+            &format!("topology-{}", slug(&t.name)),
+            &plots::topology(&t.topology),
+            &format!(
+                "{}: packages, LLCs and cores with their CPUs (SMT siblings share a box); from {}.",
+                t.name, t.topology.source
+            ),
+        );
+    }
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"timeline\"><h2>Busy/idle timeline</h2>");
+    for t in &r.traces {
+        let tl = &t.timeline;
+        let busy: Vec<String> = tl
+            .busy_pct()
+            .iter()
+            .map(|(c, p)| format!("CPU {c} {p:.0}%"))
+            .collect();
+        fig(
+            &mut o,
+            &format!("timeline-{}", slug(&t.name)),
+            &plots::timeline(
+                &format!(
+                    "Busy CPUs, {} ({} us from the middle)",
+                    t.name,
+                    tl.span_ns / 1000
+                ),
+                tl.span_ns,
+                &tl.cpus,
+            ),
+            &format!(
+                "Dark: a task runs; light: the idle task. Busy: {}.",
+                busy.join(", ")
+            ),
+        );
+    }
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"fidelity\"><h2>Fidelity</h2>");
+    fidelity_section(&mut o, r);
+    let _ = writeln!(o, "</section>");
+
+    let _ = writeln!(o, "<section id=\"reproduce\"><h2>Reproduce</h2>");
+    reproduce_section(&mut o, r);
+    let _ = writeln!(o, "</section></main></body></html>");
+    o
+}

@@ -1,0 +1,216 @@
+//! `sisreplay report`: one comparison of policies (and captured bundles) over one or
+//! more traces, gathered with everything a reviewer needs to judge it: the verdict per
+//! metric, the seed-style tables, histograms, placements, the machine, a busy/idle
+//! strip, the model's fidelity and how to reproduce it. Rendered as self-contained HTML
+//! (`html`), mail-ready text (`text`) or JSON (this module's types).
+
+pub mod html;
+pub mod plots;
+pub mod text;
+pub mod timeline;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::bundle::{self, Meta};
+use crate::compare::{self, Arm, CompareError, Comparison, Metric};
+use crate::policy::{self, params::Params};
+use crate::replay::ReplayResult;
+use crate::topology::Topology;
+
+pub use timeline::Timeline;
+
+pub struct ReportOptions {
+    pub windows: u32,
+    /// Length of the busy/idle strip, taken from the middle of each trace.
+    pub timeline_ns: u64,
+    /// The command line, for the reproduction section.
+    pub command_line: Vec<String>,
+}
+
+/// For one metric, one compared arm on one trace: better or worse than the baseline, by
+/// how much, and whether the difference is beyond the window-to-window noise.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub metric: Metric,
+    pub trace: String,
+    pub arm: String,
+    pub baseline: String,
+    pub base_mean: f64,
+    pub mean: f64,
+    pub change_pct: f64,
+    pub better: bool,
+    pub beyond_noise: bool,
+}
+
+/// What the report says about one trace beside the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceReport {
+    pub name: String,
+    pub path: PathBuf,
+    pub kernel_release: Option<String>,
+    /// The sched features the capture read, when it could.
+    pub features: Option<String>,
+    pub clock: Option<String>,
+    pub source_format: Option<String>,
+    pub nr_cpus: u32,
+    pub events: Option<u64>,
+    pub lost_events: Option<u64>,
+    pub topology: Topology,
+    pub topology_assumed: bool,
+    pub replay: ReplayResult,
+    pub timeline: Timeline,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyParams {
+    pub spec: String,
+    pub follows: String,
+    pub values: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub sisreplay_version: String,
+    pub command_line: Vec<String>,
+    pub comparison: Comparison,
+    pub verdicts: Vec<Verdict>,
+    pub traces: Vec<TraceReport>,
+    pub policies: Vec<PolicyParams>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Compare(#[from] CompareError),
+    #[error(transparent)]
+    Bundle(#[from] bundle::BundleError),
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    #[error("{0}")]
+    Policy(String),
+}
+
+/// One verdict per metric, arm and trace where both sides have a value.
+fn verdicts(c: &Comparison) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for t in &c.tables {
+        for row in &t.rows {
+            let Some(Some(base)) = row.cells.first() else {
+                continue;
+            };
+            for (i, cell) in row.cells.iter().enumerate().skip(1) {
+                let Some(cell) = cell else { continue };
+                let Some(change) = cell.compare_pct else {
+                    continue;
+                };
+                let better = if t.metric.higher_is_better() {
+                    cell.mean > base.mean
+                } else {
+                    cell.mean < base.mean
+                };
+                out.push(Verdict {
+                    metric: t.metric,
+                    trace: row.trace.clone(),
+                    arm: c.arms[i].clone(),
+                    baseline: c.arms[0].clone(),
+                    base_mean: base.mean,
+                    mean: cell.mean,
+                    change_pct: change,
+                    better,
+                    beyond_noise: cell.beyond_noise,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn features(meta: &Meta) -> Option<String> {
+    meta.capture
+        .as_ref()?
+        .get("sched_debug")?
+        .get("features")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Runs the comparison and gathers the rest of the report.
+pub fn build(
+    arms: &[Arm],
+    traces: &[PathBuf],
+    opts: &ReportOptions,
+) -> Result<Report, ReportError> {
+    let mut comparison = compare::compare(arms, traces, opts.windows)?;
+    let mut reports = Vec::new();
+    for s in comparison.traces.iter_mut() {
+        let replay = *s
+            .replay
+            .take()
+            .expect("compare keeps every trace's replay result");
+        let meta = if bundle::is_bundle(&s.path) {
+            Some(bundle::read_meta(&s.path)?)
+        } else {
+            None
+        };
+        let start = replay
+            .first_ts_ns
+            .saturating_add(replay.duration_ns / 2)
+            .saturating_sub(opts.timeline_ns / 2);
+        let timeline = timeline::read(&s.path, start, opts.timeline_ns, replay.nr_cpus)?;
+        reports.push(TraceReport {
+            name: s.trace.clone(),
+            path: s.path.clone(),
+            kernel_release: replay.kernel_release.clone(),
+            features: meta.as_ref().and_then(features),
+            clock: meta.as_ref().and_then(|m| m.clock.clone()),
+            source_format: meta.as_ref().map(|m| m.source.format.clone()),
+            nr_cpus: replay.nr_cpus,
+            events: meta.as_ref().map(|m| m.events),
+            lost_events: meta.as_ref().map(Meta::lost_total),
+            topology: meta
+                .as_ref()
+                .map_or_else(|| Topology::flat(replay.nr_cpus), |m| m.topology.clone()),
+            topology_assumed: replay.topology_assumed,
+            replay,
+            timeline,
+        });
+    }
+    let mut policies = Vec::new();
+    let mut specs: Vec<String> = arms
+        .iter()
+        .filter_map(|a| match a {
+            Arm::Policy(s) => Some(s.clone()),
+            Arm::Trace { .. } => None,
+        })
+        .collect();
+    for r in &reports {
+        if !specs.contains(&r.replay.as_kernel) {
+            specs.push(r.replay.as_kernel.clone());
+        }
+    }
+    for spec in specs {
+        let (name, rest) = spec.split_once(':').unwrap_or((&spec, ""));
+        let info = policy::lookup(name).ok_or_else(|| ReportError::Policy(spec.clone()))?;
+        let p = Params::parse(info, rest).map_err(|e| ReportError::Policy(e.to_string()))?;
+        policies.push(PolicyParams {
+            spec: spec.clone(),
+            follows: info.follows.to_string(),
+            values: p
+                .in_force()
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        });
+    }
+    Ok(Report {
+        sisreplay_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: opts.command_line.clone(),
+        verdicts: verdicts(&comparison),
+        comparison,
+        traces: reports,
+        policies,
+    })
+}

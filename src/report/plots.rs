@@ -1,0 +1,395 @@
+//! The report's plots, each an SVG string drawn with plotters' SVG backend: text is
+//! emitted as SVG text, so no font file or system library is involved, and the page
+//! scales them to its width.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::topology::Topology;
+
+/// Okabe–Ito: distinguishable with the common colour-vision deficiencies.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(213, 94, 0),
+    RGBColor(240, 228, 66),
+    RGBColor(0, 0, 0),
+];
+
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+const W: u32 = 760;
+const H: u32 = 340;
+const FONT: &str = "sans-serif";
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// Draws into a fresh SVG of the given size; a drawing error (which the SVG backend
+/// only raises on impossible geometry) yields an SVG saying so rather than no figure.
+fn svg(w: u32, h: u32, draw: impl FnOnce(&Area) -> Result<(), String>) -> String {
+    let mut out = String::new();
+    let result = {
+        let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string())
+            .and_then(|_| draw(&root))
+            .and_then(|_| root.present().map_err(|e| e.to_string()))
+    };
+    match result {
+        Ok(()) => out,
+        Err(e) => format!(
+            "<svg width=\"{w}\" height=\"40\"><text x=\"4\" y=\"20\">plot failed: {}</text></svg>",
+            super::html::escape(&e)
+        ),
+    }
+}
+
+fn e2s<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+/// One group of bars per category, one bar per series, with a legend.
+pub struct Bars<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    pub categories: Vec<String>,
+    /// (series name, one value per category).
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+pub fn grouped_bars(b: &Bars) -> String {
+    svg(W, H, |root| {
+        let n = b.categories.len().max(1);
+        let ymax = b
+            .series
+            .iter()
+            .flat_map(|s| s.1.iter().copied())
+            .fold(0.0f64, f64::max);
+        let ymax = if ymax > 0.0 { ymax * 1.12 } else { 1.0 };
+        let mut chart = ChartBuilder::on(root)
+            .caption(b.title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .x_desc(b.x_desc)
+            .y_desc(b.y_desc)
+            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(e2s)?;
+        let k = b.series.len().max(1) as f64;
+        let width = 0.8 / k;
+        for (si, (name, values)) in b.series.iter().enumerate() {
+            let c = color(si);
+            chart
+                .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                    let x0 = i as f64 + 0.1 + si as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.92, v)], c.filled())
+                }))
+                .map_err(e2s)?
+                .label(name.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        }
+        // Category labels under each group, drawn in pixels below the axis.
+        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, label) in b.categories.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
+                .map_err(e2s)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e2s)?;
+        Ok(())
+    })
+}
+
+/// Lines over categories (one point per trace), with markers.
+pub fn curves(b: &Bars) -> String {
+    svg(W, H, |root| {
+        let n = b.categories.len().max(1);
+        let vals = b.series.iter().flat_map(|s| s.1.iter().copied());
+        let (lo, hi) = vals.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+        let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo, hi) };
+        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.05).max(1e-9);
+        // Non-negative metrics keep a non-negative axis.
+        let y_lo = if lo >= 0.0 {
+            (lo - pad).max(0.0)
+        } else {
+            lo - pad
+        };
+        let mut chart = ChartBuilder::on(root)
+            .caption(b.title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..n as f64, y_lo..hi + pad)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .x_desc(b.x_desc)
+            .y_desc(b.y_desc)
+            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(e2s)?;
+        for (si, (name, values)) in b.series.iter().enumerate() {
+            let c = color(si);
+            let pts: Vec<(f64, f64)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (i as f64 + 0.5, v))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(e2s)?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(e2s)?;
+        }
+        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let y0 = chart.y_range().start;
+        for (i, label) in b.categories.iter().enumerate() {
+            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y0));
+            root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
+                .map_err(e2s)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e2s)?;
+        Ok(())
+    })
+}
+
+/// Cumulative distributions over a log10 x axis: (name, sorted (x, cumulative share)).
+pub fn cdf(title: &str, x_desc: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
+    svg(W, H, |root| {
+        let xs = series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
+        let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+        let (lo, hi) = if lo > hi {
+            (1.0, 10.0)
+        } else {
+            (lo.max(0.1), hi.max(lo * 10.0))
+        };
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(64)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..100.0)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("share of wakeups, %")
+            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 13))
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .draw()
+            .map_err(e2s)?;
+        for (si, (name, pts)) in series.iter().enumerate() {
+            let c = color(si);
+            let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x.max(lo), 100.0 * y)).collect();
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(e2s)?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e2s)?;
+        Ok(())
+    })
+}
+
+/// The machine as nested boxes: packages, then LLCs, then cores holding their SMT
+/// threads (CPU numbers), NUMA node and capacity in each package's title.
+pub fn topology(t: &Topology) -> String {
+    use std::collections::BTreeMap;
+    // package → llc → core → cpus
+    let mut tree: BTreeMap<u32, BTreeMap<u32, BTreeMap<u32, Vec<u32>>>> = BTreeMap::new();
+    for c in &t.cpus {
+        tree.entry(c.package)
+            .or_default()
+            .entry(c.llc)
+            .or_default()
+            .entry(c.core)
+            .or_default()
+            .push(c.cpu);
+    }
+    let cores_per_row = 8usize;
+    let core_w = 84i32;
+    let core_h = 34i32;
+    let llc_h = |rows: usize| 30 + rows as i32 * (core_h + 6) + 6;
+    let total_h: i32 = tree
+        .values()
+        .map(|l| {
+            40 + l
+                .values()
+                .map(|c| llc_h(c.len().div_ceil(cores_per_row)) + 8)
+                .sum::<i32>()
+        })
+        .sum::<i32>()
+        + 10 * tree.len() as i32;
+    let width = (cores_per_row as i32 * (core_w + 6) + 40).max(400) as u32;
+    svg(width, total_h.max(60) as u32, |root| {
+        let font = |s: u32| TextStyle::from((FONT, s).into_font());
+        let mut y = 4i32;
+        for (pkg, llcs) in &tree {
+            let pkg_h: i32 = 40
+                + llcs
+                    .values()
+                    .map(|c| llc_h(c.len().div_ceil(cores_per_row)) + 8)
+                    .sum::<i32>();
+            let nodes: std::collections::BTreeSet<u32> = t
+                .cpus
+                .iter()
+                .filter(|c| c.package == *pkg)
+                .map(|c| c.node)
+                .collect();
+            root.draw(&Rectangle::new(
+                [(4, y), (width as i32 - 4, y + pkg_h)],
+                ShapeStyle::from(&RGBColor(60, 60, 60)).stroke_width(2),
+            ))
+            .map_err(e2s)?;
+            let nodes: Vec<String> = nodes.iter().map(u32::to_string).collect();
+            root.draw(&Text::new(
+                format!("package {pkg} · NUMA node {}", nodes.join(", ")),
+                (14, y + 10),
+                font(15),
+            ))
+            .map_err(e2s)?;
+            let mut ly = y + 34;
+            for (llc, cores) in llcs {
+                let rows = cores.len().div_ceil(cores_per_row);
+                let h = llc_h(rows);
+                root.draw(&Rectangle::new(
+                    [(14, ly), (width as i32 - 14, ly + h)],
+                    color(0).mix(0.12).filled(),
+                ))
+                .map_err(e2s)?;
+                let ncpu: usize = cores.values().map(Vec::len).sum();
+                root.draw(&Text::new(
+                    format!("LLC {llc}: {} cores, {ncpu} CPUs", cores.len()),
+                    (22, ly + 8),
+                    font(13),
+                ))
+                .map_err(e2s)?;
+                for (i, (_, cpus)) in cores.iter().enumerate() {
+                    let (r, col) = (i / cores_per_row, i % cores_per_row);
+                    let x0 = 22 + col as i32 * (core_w + 6);
+                    let y0 = ly + 28 + r as i32 * (core_h + 6);
+                    root.draw(&Rectangle::new(
+                        [(x0, y0), (x0 + core_w, y0 + core_h)],
+                        WHITE.filled(),
+                    ))
+                    .map_err(e2s)?;
+                    root.draw(&Rectangle::new(
+                        [(x0, y0), (x0 + core_w, y0 + core_h)],
+                        ShapeStyle::from(&color(0)).stroke_width(1),
+                    ))
+                    .map_err(e2s)?;
+                    let label: Vec<String> = cpus.iter().map(u32::to_string).collect();
+                    root.draw(&Text::new(
+                        label.join(" "),
+                        (x0 + core_w / 2, y0 + core_h / 2),
+                        font(13).pos(Pos::new(HPos::Center, VPos::Center)),
+                    ))
+                    .map_err(e2s)?;
+                }
+                ly += h + 8;
+            }
+            y += pkg_h + 10;
+        }
+        Ok(())
+    })
+}
+
+/// Per-CPU busy/idle strips over a window: (cpu, busy intervals in ns from t0).
+pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> String {
+    let rows = cpus.len().max(1) as u32;
+    let h = 70 + rows * 18 + 40;
+    svg(W, h, |root| {
+        let span_us = (span_ns as f64 / 1000.0).max(1.0);
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..span_us, 0f64..rows as f64)
+            .map_err(e2s)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_desc("time from window start, us")
+            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(e2s)?;
+        let c = color(0);
+        for (row, (_, busy)) in cpus.iter().enumerate() {
+            let y = rows as f64 - row as f64 - 1.0;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, y + 0.15), (span_us, y + 0.85)],
+                    RGBColor(235, 235, 235).filled(),
+                )))
+                .map_err(e2s)?;
+            chart
+                .draw_series(busy.iter().map(|&(a, b)| {
+                    Rectangle::new(
+                        [(a as f64 / 1000.0, y + 0.15), (b as f64 / 1000.0, y + 0.85)],
+                        c.filled(),
+                    )
+                }))
+                .map_err(e2s)?;
+        }
+        let style =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+        for (row, (cpu, _)) in cpus.iter().enumerate() {
+            let y = rows as f64 - row as f64 - 0.5;
+            let (px, py) = chart.backend_coord(&(0.0, y));
+            root.draw(&Text::new(
+                format!("CPU {cpu}"),
+                (px - 6, py),
+                style.clone(),
+            ))
+            .map_err(e2s)?;
+        }
+        Ok(())
+    })
+}

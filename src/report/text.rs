@@ -1,0 +1,161 @@
+//! The report as plain text within 80 columns, to paste into a mail: verdicts, the
+//! seed-style tables, and histograms drawn with `@` bars as bpftrace prints them.
+
+use std::fmt::Write;
+
+use super::Report;
+use crate::metrics::Log2Hist;
+
+/// bpftrace's bar width.
+const BAR: usize = 52;
+
+/// A log2 histogram in bpftrace's layout: `[16, 32)   123 |@@@@   |`.
+pub fn bpftrace_hist(name: &str, h: &Log2Hist) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "@{name}:");
+    let max = h.buckets.iter().copied().max().unwrap_or(0).max(1);
+    // bpftrace starts at the first non-empty bucket and stops at the last.
+    let first = h.buckets.iter().position(|&n| n > 0).unwrap_or(0);
+    let last = h.buckets.iter().rposition(|&n| n > 0).unwrap_or(0);
+    for i in first..=last {
+        let n = h.buckets[i];
+        let bar = (n as u128 * BAR as u128 / max as u128) as usize;
+        let _ = writeln!(
+            o,
+            "{:<14}{n:>8} |{:<BAR$}|",
+            Log2Hist::label(i),
+            "@".repeat(bar)
+        );
+    }
+    o
+}
+
+pub fn render(r: &Report) -> String {
+    let c = &r.comparison;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "sisreplay {}: {} against {}",
+        r.sisreplay_version,
+        c.arms[1..].join(", "),
+        c.arms[0]
+    );
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Verdict ({}):", c.test);
+    for v in &r.verdicts {
+        let word = match (v.beyond_noise, v.better) {
+            (false, _) => "within noise",
+            (true, true) => "better",
+            (true, false) => "worse",
+        };
+        let line = format!(
+            "  {}, {}: {} {:+.2}% ({:.3} vs {:.3}), {word}",
+            v.trace,
+            v.metric.short(),
+            v.arm,
+            v.change_pct,
+            v.mean,
+            v.base_mean
+        );
+        let _ = writeln!(o, "{}", fit(&line));
+    }
+    let _ = writeln!(o);
+    o.push_str(&crate::compare::text::render(c));
+    for t in &r.traces {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{}",
+            fit(&format!(
+                "Modelled search time per scanning wakeup, us, {} ({} ns + {} ns/probe):",
+                t.name, t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
+            ))
+        );
+        for p in &t.replay.policies {
+            if p.search_us.buckets.iter().any(|&n| n > 0) {
+                o.push_str(&bpftrace_hist(
+                    &format!("search_us[{}]", p.policy),
+                    &p.search_us,
+                ));
+            } else {
+                let _ = writeln!(o, "@search_us[{}]: no scan", p.policy);
+            }
+        }
+        if !t.replay.observed.search_latency_us.buckets.is_empty() {
+            o.push_str(&bpftrace_hist(
+                "measured_select_task_rq_fair_us",
+                &t.replay.observed.search_latency_us,
+            ));
+        }
+        for p in &t.replay.policies {
+            let Some(f) = &p.fidelity else { continue };
+            let _ = writeln!(
+                o,
+                "{}",
+                fit(&format!(
+                    "Fidelity of {} on {}: {:.2}% of {} wakeups on the kernel's CPU, {:.2}% in its LLC; cross-LLC recorded {}, predicted {}",
+                    p.policy,
+                    t.name,
+                    f.agreement_pct(),
+                    f.decisions,
+                    100.0 * f.same_llc_agree as f64 / f.decisions.max(1) as f64,
+                    f.recorded_cross_llc,
+                    f.predicted_cross_llc
+                ))
+            );
+        }
+    }
+    let _ = writeln!(o);
+    let cmd = r.command_line.join(" ");
+    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
+    o
+}
+
+/// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent.
+fn fit(line: &str) -> String {
+    let indent = &line[..line.len() - line.trim_start().len()];
+    let mut lines = vec![indent.to_string()];
+    for word in line.split_whitespace() {
+        let cur = lines.last_mut().expect("never empty");
+        let fresh = cur.trim().is_empty();
+        if !fresh && cur.chars().count() + 1 + word.chars().count() > 79 {
+            lines.push(format!("{indent}    {word}"));
+        } else {
+            if !fresh {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_as_bpftrace_draws_it() {
+        let mut h = Log2Hist::default();
+        h.add_n(20, 100);
+        h.add_n(40, 50);
+        let s = bpftrace_hist("x", &h);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "@x:");
+        assert_eq!(lines.len(), 3);
+        assert!(lines[1].starts_with("[16, 32)") && lines[1].contains(&"@".repeat(52)));
+        assert!(
+            lines[2].starts_with("[32, 64)")
+                && lines[2].contains(&format!("|{}{}|", "@".repeat(26), " ".repeat(26)))
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 80));
+    }
+
+    #[test]
+    fn long_lines_wrap_within_80_columns() {
+        let long = "word ".repeat(40);
+        let s = fit(long.trim());
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+        assert_eq!(s.split_whitespace().count(), 40);
+    }
+}

@@ -1,0 +1,289 @@
+//! `sisreplay report`: a self-contained HTML file that a real browser renders with every
+//! section and plot, mail-ready text within 80 columns, and JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn sample(f: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/samples")
+        .join(f)
+        .display()
+        .to_string()
+}
+
+/// Sections every report has, in order.
+const SECTIONS: [&str; 9] = [
+    "verdict",
+    "tables",
+    "search-time",
+    "placements",
+    "latency",
+    "machine",
+    "timeline",
+    "fidelity",
+    "reproduce",
+];
+
+fn two_trace_report(dir: &Path) -> (PathBuf, String) {
+    let out = dir.join("r.html");
+    let (code, stdout, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "no_limit",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--trace",
+        &sample("hackbench-perf.data"),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(stdout.trim(), out.display().to_string());
+    let html = std::fs::read_to_string(&out).unwrap();
+    (out, html)
+}
+
+#[test]
+fn html_references_nothing_outside_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, html) = two_trace_report(dir.path());
+    for bad in [
+        "http://",
+        "https://",
+        "file:",
+        "<script src",
+        "<link",
+        "@import",
+        "url(",
+    ] {
+        assert!(!html.contains(bad), "the report contains {bad:?}");
+    }
+    // Sections in order, and the plots a reviewer expects for two traces.
+    let mut at = 0;
+    for s in SECTIONS {
+        let i = html[at..]
+            .find(&format!("<section id=\"{s}\""))
+            .unwrap_or_else(|| panic!("section {s} missing or out of order"));
+        at += i;
+    }
+    for id in [
+        "search-hist-hackbench-v6",
+        "probed-hist-hackbench-v6",
+        "placements-hackbench-perf",
+        "latency-cdf",
+        "topology-hackbench-v6",
+        "timeline-hackbench-v6",
+        "curve-SeEff",
+        "curve-ScannedPerSearch",
+    ] {
+        assert!(
+            html.contains(&format!("<figure id=\"{id}\"")),
+            "plot {id} missing"
+        );
+    }
+    // Every arm is in the tables; the reproduction names the command and the model.
+    for arm in ["vanilla", "sis_util", "no_limit"] {
+        assert!(
+            html.contains(&format!("<th>{arm}</th>")),
+            "{arm} has no column"
+        );
+    }
+    assert!(html.contains("--entry-ns") && html.contains("500 ns"));
+    assert!(html.contains("6.18"), "kernel release of the samples");
+}
+
+/// Debian's Chromium (installed by .ci/run); the flags keep it off the network.
+fn chromium(args: &[&str]) -> std::process::Output {
+    let profile = tempfile::tempdir().unwrap();
+    let bin = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())
+        .expect("no chromium on PATH: .ci/run installs Debian's chromium for this test");
+    Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn chromium_renders_every_section_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, html) = two_trace_report(dir.path());
+    let url = format!("file://{}", path.display());
+    let dom = chromium(&["--dump-dom", &url]);
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for s in SECTIONS {
+        assert!(
+            dom.contains(&format!("id=\"{s}\"")),
+            "rendered DOM lacks {s}"
+        );
+    }
+    // Every figure of the file became an SVG element with drawn content.
+    let figures = html.matches("<figure ").count();
+    assert!(figures >= 12, "{figures} figures");
+    assert_eq!(dom.matches("<svg").count(), figures);
+    assert!(dom.matches("<rect").count() > 50 && dom.matches("<text").count() > 100);
+
+    // A screenshot at A4-like width and at phone width: not blank, and not one colour.
+    for (w, h) in [(1000, 3000), (412, 2400)] {
+        let shot = dir.path().join(format!("shot-{w}.png"));
+        let o = chromium(&[
+            &format!("--window-size={w},{h}"),
+            &format!("--screenshot={}", shot.display()),
+            &url,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (w, h));
+        let px = info.color_type.samples();
+        let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+        let non_white = pixels
+            .iter()
+            .filter(|p| p[..3].iter().any(|&c| c < 200))
+            .count();
+        let colours: std::collections::HashSet<&[u8]> = pixels.iter().copied().collect();
+        let share = non_white as f64 / pixels.len() as f64;
+        assert!(
+            share > 0.02,
+            "{w}px screenshot is blank ({share:.4} non-white)"
+        );
+        assert!(
+            colours.len() > 20,
+            "{w}px screenshot has {} colours",
+            colours.len()
+        );
+    }
+}
+
+#[test]
+fn text_format_fits_80_columns_and_draws_bpftrace_histograms() {
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v7-zstd.dat"),
+        "--format",
+        "text",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    for l in out.lines() {
+        assert!(l.chars().count() <= 80, "too wide: {l:?}");
+    }
+    assert!(out.contains("Verdict"));
+    assert!(out.contains("@search_us[vanilla]:"));
+    // A bpftrace bar: the largest bucket fills all 52 columns.
+    assert!(out.contains(&format!("|{}|", "@".repeat(52))));
+    assert!(out.contains("Fidelity of sis_util"));
+}
+
+#[test]
+fn json_has_verdicts_for_every_metric_with_values() {
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let verdicts = v["verdicts"].as_array().unwrap();
+    let metrics: std::collections::BTreeSet<&str> = verdicts
+        .iter()
+        .map(|x| x["metric"].as_str().unwrap())
+        .collect();
+    for m in [
+        "se_eff",
+        "success_rate",
+        "scanned_per_search",
+        "search_us_per_wakeup",
+    ] {
+        assert!(metrics.contains(m), "no verdict on {m}");
+    }
+    // The verdict's change is the tables' compare%.
+    let table = v["comparison"]["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "scanned_per_search")
+        .unwrap();
+    let cell = &table["rows"][0]["cells"][1];
+    let verdict = verdicts
+        .iter()
+        .find(|x| x["metric"] == "scanned_per_search")
+        .unwrap();
+    assert_eq!(verdict["change_pct"], cell["compare_pct"]);
+    let t = &v["traces"][0];
+    assert!(t["timeline"]["cpus"].as_array().unwrap().len() == 2);
+    assert!(t["replay"]["policies"].as_array().unwrap().len() >= 2);
+}
+
+#[test]
+fn an_unwritable_output_is_an_error_and_an_existing_report_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("keep.html");
+    std::fs::write(&out, "previous report").unwrap();
+    // A trace that does not exist fails before anything is written.
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        "/nonexistent/trace.dat",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent/trace.dat"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous report");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "-o",
+        "/proc/no/such/dir/r.html",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/proc/no/such/dir"), "{err}");
+}
