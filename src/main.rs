@@ -44,6 +44,9 @@ enum Command {
     /// Write a report of a comparison for patch review: self-contained HTML with plots
     /// (default), mail-ready text within 80 columns, or JSON.
     Report(ReportArgs),
+    /// Replay each trace with the policy of the kernel that recorded it and print how
+    /// often the model picked the kernel's CPU, by path, with cross-LLC placements.
+    Fidelity(FidelityArgs),
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
     Policies(PoliciesArgs),
@@ -183,6 +186,19 @@ struct ReportArgs {
     /// Directory that holds bundles
     #[arg(long = "traces-dir", default_value = "traces")]
     pub traces_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct FidelityArgs {
+    /// Bundles or trace files
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The policy compared with the kernel's choices [default: from each trace's
+    /// kernel release and sched features]
+    #[arg(long)]
+    pub as_kernel: Option<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -614,6 +630,59 @@ fn run_report(args: ReportArgs) -> ExitCode {
     }
 }
 
+fn run_fidelity(args: FidelityArgs) -> ExitCode {
+    use sisreplay::replay::{replay, ReplayOptions};
+    let mut rows = Vec::new();
+    for input in &args.inputs {
+        let meta = if bundle::is_bundle(input) {
+            match bundle::read_meta(input) {
+                Ok(m) => Some(m),
+                Err(e) => return fail(e),
+            }
+        } else {
+            None
+        };
+        let mut src = match trace::open(input) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let opts = ReplayOptions {
+            policies: Vec::new(),
+            as_kernel: args.as_kernel.clone(),
+            ..Default::default()
+        };
+        match replay(src.as_mut(), meta.as_ref(), opts) {
+            Ok(r) => rows.push((
+                input
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                r,
+            )),
+            Err(e) => return fail(format!("{}: {e}", input.display())),
+        }
+    }
+    if args.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, r)| {
+                serde_json::json!({
+                    "trace": n,
+                    "as_kernel": r.as_kernel,
+                    "fidelity": r.policies.iter().find_map(|p| p.fidelity.as_ref()),
+                    "skipped": r.skipped,
+                    "search_latency": r.observed.search_latency,
+                    "search_fit": r.search_fit,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+    } else {
+        print!("{}", sisreplay::report::fidelity::table(&rows));
+    }
+    ExitCode::SUCCESS
+}
+
 fn show_policies(args: PoliciesArgs) -> ExitCode {
     let PoliciesArgs {
         name,
@@ -728,6 +797,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => run_replay(a),
         Command::Compare(a) => run_compare(a),
         Command::Report(a) => run_report(a),
+        Command::Fidelity(a) => run_fidelity(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
     }

@@ -301,8 +301,11 @@ pub fn resolve(
             (Some("policy"), true, _) | (None, true, None) => {
                 resolved.push(Arm::Policy(name.to_string()))
             }
+            // Named by the bundle's directory, however it was given.
             (Some("trace") | None, _, Some(path)) => resolved.push(Arm::Trace {
-                name: name.to_string(),
+                name: path
+                    .file_name()
+                    .map_or_else(|| name.to_string(), |n| n.to_string_lossy().into_owned()),
                 path,
             }),
             (Some("trace"), _, None) => {

@@ -123,6 +123,9 @@ pub struct Fidelity {
     pub agree: u64,
     /// Per path the model took: (decisions, agreeing).
     pub by_path: BTreeMap<String, (u64, u64)>,
+    /// Per step of select_task_rq_fair that chose the target (wake_wide,
+    /// wake_affine_idle, wake_affine_weight, waker is prev): (decisions, agreeing).
+    pub by_affine: BTreeMap<String, (u64, u64)>,
     /// Wakeups activated through the IPI wakelist (recorded on the target later).
     pub ipi: (u64, u64),
     pub same_llc_agree: u64,

@@ -90,6 +90,31 @@ pub fn wake_affine_weight(v: &WeightView) -> Option<Affine> {
     (this_eff < prev_eff).then_some(Affine::This)
 }
 
+/// The steps of wake_affine in words, for `replay --explain`.
+pub fn explain(idle: &IdleView, weight: &WeightView) -> Vec<String> {
+    let mut steps = vec![format!(
+        "wake_affine_idle: this idle {}, prev idle {}, share LLC {}, sync {}, this nr_running {} -> {:?}",
+        idle.this_idle,
+        idle.prev_idle,
+        idle.share_llc,
+        idle.sync,
+        idle.this_nr_running,
+        wake_affine_idle(idle)
+    )];
+    if wake_affine_idle(idle).is_none() {
+        steps.push(format!(
+            "wake_affine_weight: load this {} prev {}, h_load waker {} wakee {}, pct {} -> {:?}",
+            weight.this_load,
+            weight.prev_load,
+            weight.waker_h_load,
+            weight.wakee_h_load,
+            weight.imbalance_pct,
+            wake_affine_weight(weight)
+        ));
+    }
+    steps
+}
+
 /// wake_affine: idle first, then weight; no decision is prev.
 pub fn wake_affine(idle: &IdleView, weight: &WeightView) -> Affine {
     wake_affine_idle(idle)

@@ -19,7 +19,7 @@ use crate::bundle::Meta;
 use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
-use crate::policy::affine::{wake_affine, wake_wide, Affine, IdleView, WeightView};
+use crate::policy::affine::{wake_wide, Affine, IdleView, WeightView};
 use crate::policy::sis::{select_idle_sibling, TimeModel, Wakee};
 use crate::policy::{self, LlcBalance, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
@@ -603,6 +603,15 @@ pub fn replay(
                     let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
                     let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
                     let want_affine = !wake_wide(flips(waker), flips(pid), llc_size);
+                    let explain = opts.explain_ts == Some(now);
+                    let mut affine_steps = vec![format!(
+                        "wake_wide: flips waker {} wakee {}, LLC {llc_size} -> {}",
+                        flips(waker),
+                        flips(pid),
+                        if want_affine { "affine" } else { "wide" }
+                    )];
+                    // Which step of select_task_rq_fair chose the target, for fidelity.
+                    let affine_stage: &str;
                     let target = if want_affine && waker_cpu != prev {
                         let idle = IdleView {
                             this_idle: m.is_idle(waker_cpu),
@@ -629,11 +638,28 @@ pub fn replay(
                                 117
                             },
                         };
-                        match wake_affine(&idle, &weight) {
+                        if explain {
+                            affine_steps.extend(crate::policy::affine::explain(&idle, &weight));
+                        }
+                        let (choice, stage) = match crate::policy::affine::wake_affine_idle(&idle) {
+                            Some(a) => (a, "wake_affine_idle"),
+                            None => (
+                                crate::policy::affine::wake_affine_weight(&weight)
+                                    .unwrap_or(Affine::Prev),
+                                "wake_affine_weight",
+                            ),
+                        };
+                        affine_stage = stage;
+                        match choice {
                             Affine::This => waker_cpu,
                             Affine::Prev => prev,
                         }
                     } else {
+                        affine_stage = if want_affine {
+                            "waker is prev"
+                        } else {
+                            "wake_wide"
+                        };
                         prev
                     };
                     let wakee = Wakee {
@@ -648,7 +674,6 @@ pub fn replay(
                         recent_used_cpu: m.tasks.get(&pid).and_then(|t| t.recent_used_cpu),
                         now_ns: now,
                     };
-                    let explain = opts.explain_ts == Some(now);
                     let ipi = out.recorded_on != waker_cpu;
                     result.ipi_wakeups += ipi as u64;
                     let span_idle = m.topo.llc_span(target).iter().any(|&c| m.is_idle(c));
@@ -721,6 +746,9 @@ pub fn replay(
                                 rec_cross,
                                 cross_llc,
                             );
+                            let e = f.by_affine.entry(affine_stage.to_string()).or_default();
+                            e.0 += 1;
+                            e.1 += (d.cpu == out.chosen) as u64;
                         }
                         if let Some(wr) = opts.decisions.as_mut() {
                             writeln!(
@@ -739,6 +767,7 @@ pub fn replay(
                                 "pid {pid} woken on CPU {waker_cpu}, prev {prev}, target {target}, kernel chose {}",
                                 out.chosen
                             )];
+                            steps.extend(affine_steps.iter().cloned());
                             steps.extend(d.steps);
                             result.explained.push((r.spec.clone(), steps));
                         }

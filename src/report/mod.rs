@@ -4,6 +4,7 @@
 //! strip, the model's fidelity and how to reproduce it. Rendered as self-contained HTML
 //! (`html`), mail-ready text (`text`) or JSON (this module's types).
 
+pub mod fidelity;
 pub mod html;
 pub mod plots;
 pub mod text;

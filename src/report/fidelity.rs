@@ -1,0 +1,79 @@
+//! The fidelity table: for each trace, the traced kernel's policy replayed over it and
+//! how often it chose the kernel's CPU, by path, with the cross-LLC placements recorded
+//! and predicted and what the select_task_rq_fair probes measured.
+
+use std::fmt::Write;
+
+use crate::replay::ReplayResult;
+
+/// One line per trace, then its paths, within 80 columns.
+pub fn table(rows: &[(String, ReplayResult)]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<40} {:>9} {:>7} {:>7} {:>7} {:>9}",
+        "trace (policy as kernel)", "wakeups", "agree%", "sameLLC", "IPI%", "xLLC r/p"
+    );
+    for (name, r) in rows {
+        let Some(p) = r.policies.iter().find(|p| p.fidelity.is_some()) else {
+            continue;
+        };
+        let f = p.fidelity.as_ref().expect("found above");
+        let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+        let label = format!("{name} ({})", r.as_kernel);
+        let label: String = if label.chars().count() > 40 {
+            let skip = label.chars().count() - 39;
+            format!("~{}", label.chars().skip(skip).collect::<String>())
+        } else {
+            label
+        };
+        let _ = writeln!(
+            o,
+            "{label:<40} {:>9} {:>7.2} {:>7.2} {:>7.2} {:>9}",
+            f.decisions,
+            f.agreement_pct(),
+            pct(f.same_llc_agree, f.decisions),
+            pct(f.ipi.1, f.ipi.0),
+            format!("{}/{}", f.recorded_cross_llc, f.predicted_cross_llc)
+        );
+        let paths: Vec<String> = f
+            .by_path
+            .iter()
+            .map(|(k, (n, a))| format!("{k} {:.1}% of {n}", pct(*a, *n)))
+            .collect();
+        let _ = writeln!(o, "    by path: {}", paths.join(", "));
+        let stages: Vec<String> = f
+            .by_affine
+            .iter()
+            .map(|(k, (n, a))| format!("{k} {:.1}% of {n}", pct(*a, *n)))
+            .collect();
+        let _ = writeln!(o, "    by target step: {}", stages.join(", "));
+        let s = &r.skipped;
+        let mut facts = format!(
+            "    not replayed: {} queued/no selection, {} unmatched",
+            s.on_rq + s.no_selection + s.delayed_dequeue,
+            s.no_wakeup
+        );
+        if r.probed_selections > 0 {
+            let _ = write!(facts, "; sync from probes");
+        }
+        let _ = writeln!(o, "{facts}");
+        let sl = &r.observed.search_latency;
+        if !r.observed.search_latency_us.buckets.is_empty() {
+            let _ = writeln!(
+                o,
+                "    measured select_task_rq_fair: p50 {:.1} us, p99 {:.1} us",
+                sl.p50 as f64 / 1e3,
+                sl.p99 as f64 / 1e3
+            );
+        }
+        if let Some(fit) = &r.search_fit {
+            let _ = writeln!(
+                o,
+                "    fit: {:.0} ns + {:.0} ns per runqueue probed, r2 {:.3}, {} wakeups",
+                fit.entry_ns, fit.probe_ns, fit.r2, fit.samples
+            );
+        }
+    }
+    o
+}
