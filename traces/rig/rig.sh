@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Boots a Debian 6.1 kernel under QEMU (TCG) with a multi-LLC topology and runs
+# `sisreplay capture` inside it around a workload, once per sched-feature setting, then
+# brings the bundles back under traces/rig/.
+#
+#   traces/rig/rig.sh [--check] [--topology 2x4|2x4x2|2x4x2-numa|1x2x4x2]
+#                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
+#                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
+#                     [--no-search-latency] [--timeout SECONDS]
+#
+# Needs root (apt-get) the first time; the kernel and its modules are cached in
+# target/rig-cache/. --check validates the inputs (packages, kernel, binary, topology)
+# and builds the initramfs without booting.
+#
+# Why TCG: /dev/kvm on these machines is a software hypervisor a stock kernel cannot
+# boot under. Timing under TCG is not hardware timing; the rig is for trace structure:
+# which CPU the kernel chose, how often it left the LLC, what the search looked like.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cache=$top/target/rig-cache
+topology=2x4
+backends=tracefs
+seconds=6
+check=0
+out=$top/traces/rig
+only_workloads=hackbench,pingpong
+only_settings=sis_util,no_limit,sis_prop
+search=1
+guest_timeout=1200
+# Feature settings: bundle suffix and what is written to sched/features.
+settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP")
+# Workloads: name, what --search-latency records, command. hackbench saturates the
+# CPUs; four ping-pong pairs over pipes (perf bench sched pipe, a loopback
+# request/response like netperf's TCP_RR) keep a quarter to a half of them busy, which
+# is what exercises the idle search. Under the ping-pong load the guest hangs with a
+# kretprobe on select_task_rq_fair (seen on 6.1 under TCG), so there only the entry
+# probe records wake flags and selections. Probes are armed and disarmed by live text
+# patching, which TCG gets wrong while other vCPUs run the patched code (an oops in
+# try_to_wake_up was seen): capture arms them before the workload starts and disarms
+# them after it has been stopped, and the loads stay bounded.
+workloads=("hackbench:duration:hackbench -g 4 -l 40"
+           "pingpong:flags:sh -c 'for i in 1 2 3 4; do perf bench sched pipe -l 30000 > /dev/null & done; wait'")
+
+while [ $# -gt 0 ]; do
+    case $1 in
+        --check) check=1 ;;
+        --topology) topology=$2; shift ;;
+        --backend) backends=$2; shift ;;
+        --seconds) seconds=$2; shift ;;
+        --out) out=$2; shift ;;
+        --workloads) only_workloads=$2; shift ;;
+        --settings) only_settings=$2; shift ;;
+        --no-search-latency) search=0 ;;
+        --timeout) guest_timeout=$2; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ "$backends" = both ] && backends="tracefs perf"
+for b in $backends; do
+    case $b in tracefs|perf) ;; *) echo "rig.sh: unknown backend $b" >&2; exit 2 ;; esac
+done
+
+# QEMU's view of each topology. SMT needs an Intel vendor string for the guest to build
+# an SMT domain.
+case $topology in
+    2x4) smp="-cpu max -smp 8,sockets=2,cores=4,threads=1"; numa="" ;;
+    2x4x2) smp="-cpu max,vendor=GenuineIntel -smp 16,sockets=2,cores=4,threads=2"; numa="" ;;
+    2x4x2-numa)
+        smp="-cpu max,vendor=GenuineIntel -smp 16,sockets=2,cores=4,threads=2"
+        numa="-object memory-backend-ram,id=m0,size=1G -numa node,nodeid=0,memdev=m0
+              -object memory-backend-ram,id=m1,size=1G -numa node,nodeid=1,memdev=m1
+              -numa cpu,node-id=0,socket-id=0 -numa cpu,node-id=1,socket-id=1" ;;
+    1x2x4x2) smp="-cpu max,vendor=GenuineIntel -smp 16,sockets=1,dies=2,cores=4,threads=2"; numa="" ;;
+    *) echo "rig.sh: unknown topology $topology (2x4, 2x4x2, 2x4x2-numa, 1x2x4x2)" >&2; exit 2 ;;
+esac
+
+need=()
+command -v qemu-system-x86_64 > /dev/null || need+=(qemu-system-x86)
+[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod || need+=(busybox-static)
+command -v cpio > /dev/null || need+=(cpio)
+command -v hackbench > /dev/null || need+=(rt-tests)
+command -v perf > /dev/null || need+=(linux-perf)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "rig.sh: installing ${need[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
+fi
+file /bin/busybox 2>/dev/null | grep -q 'statically linked' ||
+    { echo "rig.sh: /bin/busybox is not the static build (busybox-static)" >&2; exit 1; }
+
+# The kernel: the image linux-image-amd64 names, fetched once.
+mkdir -p "$cache"
+if [ ! -f "$cache/vmlinuz" ]; then
+    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    [ -n "$pkg" ] || { echo "rig.sh: apt-cache names no kernel for linux-image-amd64 (run apt-get update)" >&2; exit 1; }
+    (cd "$cache" && rm -rf deb root && mkdir deb && cd deb && apt-get download "$pkg" > /dev/null)
+    dpkg -x "$cache"/deb/*.deb "$cache/root"
+    cp "$cache"/root/boot/vmlinuz-* "$cache/vmlinuz"
+    ls "$cache"/root/lib/modules > "$cache/release"
+fi
+release=$(cat "$cache/release")
+moddir=$cache/root/lib/modules/$release/kernel
+
+bin=$top/target/release/sisreplay
+[ -x "$bin" ] || (cd "$top" && cargo build --release --quiet)
+
+# The initramfs: static busybox, sisreplay and hackbench with their libraries, the
+# virtio modules for the results disk, and an /init that runs the plan.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rd=$work/rd
+mkdir -p "$rd"/{bin,sbin,lib,lib64,proc,sys,dev,tmp,out,modules,usr/bin}
+cp /bin/busybox "$rd/bin/busybox"
+copy_with_libs() {
+    cp "$1" "$rd/usr/bin/"
+    strip -s "$rd/usr/bin/$(basename "$1")" 2>/dev/null || true
+    for lib in $(ldd "$1" | grep -o '/[^ ]*'); do
+        mkdir -p "$rd$(dirname "$lib")"
+        cp -L "$lib" "$rd$lib"
+    done
+}
+copy_with_libs "$bin"
+copy_with_libs "$(command -v hackbench)"
+copy_with_libs "$(command -v perf)"
+for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_legacy_dev \
+         virtio/virtio_pci_modern_dev virtio/virtio_pci block/virtio_blk; do
+    f=$(ls "$moddir/drivers/$m.ko"* 2>/dev/null | head -1)
+    [ -n "$f" ] || { echo "rig.sh: module $m not in $moddir" >&2; exit 1; }
+    case $f in
+        *.xz) xz -dc "$f" > "$rd/modules/$(basename "$m").ko" ;;
+        *.zst) zstd -qdc "$f" > "$rd/modules/$(basename "$m").ko" ;;
+        *) cp "$f" "$rd/modules/$(basename "$m").ko" ;;
+    esac
+done
+
+{
+    echo '#!/bin/busybox sh'
+    echo '/bin/busybox --install -s /bin'
+    echo 'export PATH=/usr/bin:/bin'
+    echo 'mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev'
+    echo 'mount -t tmpfs tmp /tmp; mount -t tmpfs out /out'
+    echo 'mount -t debugfs debugfs /sys/kernel/debug; mount -t tracefs tracefs /sys/kernel/tracing'
+    echo 'for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do insmod /modules/$m.ko; done'
+    echo 'F=/sys/kernel/debug/sched/features'
+    echo 'echo "rig: $(uname -r), $(nproc) CPUs, features: $(cat $F)"'
+    echo 'cat /sys/kernel/debug/sched/features > /out/features-default.txt'
+    echo 'ls /sys/kernel/debug/sched/domains/cpu0 > /out/domains.txt 2>&1'
+    echo 'cat /sys/kernel/debug/sched/domains/cpu0/domain*/name >> /out/domains.txt 2>&1'
+    for s in "${settings[@]}"; do
+        name=${s%%:*}; feats=${s#*:}
+        [[ ",$only_settings," == *",$name,"* ]] || continue
+        for w in "${workloads[@]}"; do
+            wname=${w%%:*}; rest=${w#*:}; probe=${rest%%:*}; wcmd=${rest#*:}
+            [[ ",$only_workloads," == *",$wname,"* ]] || continue
+            for b in $backends; do
+                bundle=rig-$topology-$wname-$name-$b
+                probe_arg=""
+                [ "$search" = 1 ] && probe_arg="--search-latency $probe"
+                echo "for f in $feats; do echo \$f > \$F; done"
+                echo "echo \"rig: $bundle: \$(cat \$F | tr ' ' '\n' | grep SIS_ | tr '\n' ' ')\""
+                echo "sisreplay capture --backend $b $probe_arg --duration ${seconds}s --buffer-kb 16384 -o /out/$bundle -- $wcmd > /out/$bundle.log 2>&1 || echo \"rig: $bundle failed\""
+                echo "killall -q perf hackbench; tail -3 /out/$bundle.log"
+            done
+        done
+    done
+    echo 'for f in SIS_UTIL NO_SIS_PROP; do echo $f > $F; done'
+    echo 'cd /out && tar -cf /dev/vda . && sync || echo "rig: writing results to /dev/vda failed"'
+    echo 'echo "rig: done"'
+    echo 'poweroff -f'
+} > "$rd/init"
+chmod +x "$rd/init"
+(cd "$rd" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
+echo "rig.sh: kernel $release, initramfs $(du -h "$work/initrd.gz" | cut -f1), topology $topology, backends $backends" >&2
+if [ $check = 1 ]; then
+    echo "rig.sh: --check: inputs are in place; not booting" >&2
+    exit 0
+fi
+
+truncate -s 1G "$work/out.img"
+mem="-m 2G"
+start=$(date +%s)
+mkdir -p "$out/$topology"
+# shellcheck disable=SC2086
+timeout "$guest_timeout" qemu-system-x86_64 -accel tcg,thread=multi $smp $mem $numa \
+    -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+    -append "console=ttyS0 quiet panic=-1 loglevel=3" \
+    -drive file="$work/out.img",format=raw,if=virtio \
+    -display none -serial file:"$out/$topology/console.log" -no-reboot ||
+    echo "rig.sh: the guest did not power off within $guest_timeout s (console: $out/$topology/console.log)" >&2
+echo "rig.sh: guest ran $(( $(date +%s) - start )) s" >&2
+grep '^rig:' "$out/$topology/console.log" >&2 || { echo "rig.sh: /init never ran" >&2; exit 1; }
+grep -q '^rig: done' "$out/$topology/console.log" || exit 1
+tar -xf "$work/out.img" -C "$out/$topology" || { echo "rig.sh: no results on the disk image" >&2; exit 1; }
+ls "$out/$topology"
