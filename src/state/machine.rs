@@ -424,6 +424,9 @@ impl Machine {
                 self.ensure_cpu(orig);
                 self.update_cpu_avg(orig, now);
                 self.update_cpu_avg(dest, now);
+                // The task's own signal up to now first: what moves is its current load,
+                // as detach_entity_load_avg sees it after the sync.
+                self.update_task_avg(*pid, now);
                 let queued = {
                     let t = self.task(*pid, *comm, now);
                     t.cpu = Some(dest);
