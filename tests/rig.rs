@@ -1,0 +1,159 @@
+//! Fidelity on the committed rig bundles: Debian's 6.1 kernel under QEMU with two LLCs
+//! (2x4) and two NUMA nodes with SMT (2x4x2-numa), captured with select_task_rq_fair
+//! probes under SIS_UTIL, NO_SIS_UTIL and SIS_PROP. Each is replayed with the policy of
+//! its own feature setting, read from the capture's sched features.
+
+use std::path::{Path, PathBuf};
+
+use sisreplay::bundle;
+use sisreplay::replay::{replay, ReplayOptions, ReplayResult};
+
+fn rig(topology: &str, name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/rig")
+        .join(topology)
+        .join(name)
+}
+
+fn replay_bundle(p: &Path, policies: &[&str]) -> ReplayResult {
+    let meta = bundle::read_meta(p).unwrap();
+    let mut src = sisreplay::trace::open(p).unwrap();
+    replay(
+        src.as_mut(),
+        Some(&meta),
+        ReplayOptions {
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn kernel_fidelity(r: &ReplayResult) -> &sisreplay::metrics::Fidelity {
+    r.policies
+        .iter()
+        .find(|p| p.policy == r.as_kernel)
+        .and_then(|p| p.fidelity.as_ref())
+        .unwrap()
+}
+
+/// Minimum agreement per topology and workload, a little under what was measured:
+/// ping-pong pairs 96.9-99.0 % (perf backend 93.8 %), hackbench 86.9-88.6 % on the NUMA
+/// guest and 67.5-69.9 % on 2x4, where wake_affine's load comparison decides half the
+/// wakeups and agrees about half the time (the closing note of the rig says more).
+#[test]
+fn each_feature_setting_is_replayed_with_its_own_policy() {
+    for topology in ["2x4", "2x4x2-numa"] {
+        for (workload, min_pct) in [("pingpong", 96.0), ("hackbench", 0.0)] {
+            for setting in ["sis_util", "no_limit", "sis_prop"] {
+                let name = format!("rig-{topology}-{workload}-{setting}-tracefs");
+                let r = replay_bundle(&rig(topology, &name), &[]);
+                assert_eq!(
+                    r.as_kernel, setting,
+                    "{name}: policy from the captured features"
+                );
+                assert_eq!(r.kernel_release.as_deref(), Some("6.1.0-57-amd64"));
+                assert_eq!(r.llcs, 2, "{name}");
+                // Every replayed wakeup had its probe: sync and selection are known.
+                assert_eq!(r.probed_selections, r.replayed, "{name}");
+                assert!(r.replayed > 10_000, "{name}: {}", r.replayed);
+                let f = kernel_fidelity(&r);
+                let min = match (workload, topology) {
+                    ("hackbench", "2x4") => 65.0,
+                    ("hackbench", _) => 85.0,
+                    _ => min_pct,
+                };
+                assert!(
+                    f.agreement_pct() >= min,
+                    "{name}: {:.2}% < {min}",
+                    f.agreement_pct()
+                );
+                if workload == "pingpong" {
+                    // Cross-LLC placements predicted within 5 of those recorded.
+                    assert!(
+                        f.recorded_cross_llc.abs_diff(f.predicted_cross_llc) <= 5,
+                        "{name}: recorded {} predicted {}",
+                        f.recorded_cross_llc,
+                        f.predicted_cross_llc
+                    );
+                    // The idle search itself, once the target is right.
+                    let (n, a) = f.by_path["prev"];
+                    assert!(a as f64 >= 0.99 * n as f64, "{name}: prev path {a}/{n}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn hackbench_probes_measure_the_search() {
+    for topology in ["2x4", "2x4x2-numa"] {
+        let name = format!("rig-{topology}-hackbench-sis_util-tracefs");
+        let r = replay_bundle(&rig(topology, &name), &[]);
+        let s = &r.observed.search_latency;
+        // Every selection was timed, and a selection takes microseconds, not nothing.
+        let timed: u64 = r.observed.search_latency_us.buckets.iter().sum();
+        assert_eq!(timed, r.probed_selections, "{name}");
+        assert!(s.p50 > 1_000 && s.p50 < s.p99, "{name}: {s:?}");
+        assert!(r.search_fit.is_some(), "{name}");
+    }
+}
+
+/// The perf backend in the guest, with the same probes, gives the same structure.
+#[test]
+fn perf_backend_rig_bundles() {
+    for (workload, min) in [("pingpong", 92.0), ("hackbench", 65.0)] {
+        let name = format!("rig-2x4-{workload}-sis_util-perf");
+        let r = replay_bundle(&rig("2x4", &name), &[]);
+        assert_eq!(r.as_kernel, "sis_util");
+        assert_eq!(r.probed_selections, r.replayed, "{name}");
+        assert!(kernel_fidelity(&r).agreement_pct() >= min, "{name}");
+    }
+}
+
+/// The counterfactual: SIS_UTIL's model replayed over the NO_SIS_UTIL capture of the
+/// saturated load scans far fewer runqueues than the no-limit model there, and the real
+/// SIS_UTIL capture of the same load spent less time in select_task_rq_fair than the
+/// real NO_SIS_UTIL one. Decision replay keeps each wakeup's target LLC, so it predicts
+/// no cross-LLC difference between the two; the captures' own difference comes from the
+/// closed loop (different load spreads), which is the simulator's to model.
+#[test]
+fn sis_util_over_the_no_sis_util_trace() {
+    for topology in ["2x4", "2x4x2-numa"] {
+        let off = rig(
+            topology,
+            &format!("rig-{topology}-hackbench-no_limit-tracefs"),
+        );
+        let on = rig(
+            topology,
+            &format!("rig-{topology}-hackbench-sis_util-tracefs"),
+        );
+        let r = replay_bundle(&off, &["no_limit", "sis_util"]);
+        let scanned = |p: &str| {
+            let m = r.policies.iter().find(|x| x.policy == p).unwrap();
+            m.counters.scanned as f64 / m.counters.search.max(1) as f64
+        };
+        assert!(
+            scanned("sis_util") < 0.5 * scanned("no_limit"),
+            "{topology}: {} vs {}",
+            scanned("sis_util"),
+            scanned("no_limit")
+        );
+        let cross = |p: &str| {
+            r.policies
+                .iter()
+                .find(|x| x.policy == p)
+                .unwrap()
+                .placements
+                .cross_llc
+        };
+        assert_eq!(cross("sis_util"), cross("no_limit"), "{topology}");
+        let real_on = replay_bundle(&on, &[]);
+        assert!(
+            real_on.observed.search_latency.p50 < r.observed.search_latency.p50,
+            "{topology}: measured p50 {} (SIS_UTIL) vs {} (NO_SIS_UTIL)",
+            real_on.observed.search_latency.p50,
+            r.observed.search_latency.p50
+        );
+    }
+}
