@@ -35,13 +35,14 @@ table{border-collapse:collapse;margin:.4rem 0 1rem;font-size:.92rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}
 thead th{background:#eef4fa}
+td.t{text-align:left;white-space:normal;min-width:8rem}
 td.better{color:#00734d;font-weight:600}
 td.worse{color:#b03a00;font-weight:600}
 td.same{color:#555}
 figure{margin:.8rem 0 1.4rem}
 figure svg{width:100%;height:auto;display:block}
 figcaption{font-size:.88rem;color:#444;margin-top:.3rem}
-pre{background:#f5f5f5;padding:.6rem;overflow-x:auto;font-size:.85rem}
+pre{background:#f5f5f5;padding:.6rem;font-size:.85rem;white-space:pre-wrap;word-break:break-all}
 code{font-size:.9em}
 nav ol{columns:2;font-size:.92rem}
 @media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}}
@@ -352,7 +353,7 @@ fn fidelity_section(o: &mut String, r: &Report) {
                 .collect();
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{:.2}%</td><td>{:.1}% of {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{:.2}%</td><td>{:.1}% of {}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
                 escape(&t.name),
                 escape(&p.policy),
                 f.decisions,
@@ -435,7 +436,7 @@ fn reproduce_section(o: &mut String, r: &Report) {
             .unwrap_or_else(|| "not recorded".into());
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
             escape(&t.path.display().to_string()),
             escape(t.kernel_release.as_deref().unwrap_or("unknown")),
             escape(t.source_format.as_deref().unwrap_or("trace file")),
@@ -471,14 +472,19 @@ fn reproduce_section(o: &mut String, r: &Report) {
             ),
             ("traced kernel's policy", t.replay.as_kernel.clone()),
         ] {
-            let _ = writeln!(o, "<tr><td>{}</td><td>{}</td></tr>", escape(k), escape(&v));
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td class=\"t\">{}</td></tr>",
+                escape(k),
+                escape(&v)
+            );
         }
     }
     for p in &r.policies {
         let vals: Vec<String> = p.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             o,
-            "<tr><td>policy {}</td><td>{} (follows {})</td></tr>",
+            "<tr><td>policy {}</td><td class=\"t\">{} (follows {})</td></tr>",
             escape(&p.spec),
             escape(
                 if vals.is_empty() {
@@ -550,19 +556,20 @@ pub fn render(r: &Report) -> String {
         "<section id=\"verdict\"><h2>Verdict</h2><p>Each arm against {}: the change in the \
          metric's mean, and whether it is beyond the variation between time windows ({}).</p>\
          <div class=\"scroll\"><table><thead><tr><th>metric</th><th>trace</th><th>arm</th>\
-         <th>baseline</th><th>arm</th><th>change</th><th>verdict</th></tr></thead><tbody>",
+         <th>baseline mean</th><th>arm mean</th><th>change</th><th>verdict</th></tr></thead><tbody>",
         escape(&c.arms[0]),
         escape(c.test)
     );
     for v in &r.verdicts {
         let (class, word) = match (v.beyond_noise, v.better) {
+            _ if v.mean == v.base_mean => ("same", "identical"),
             (false, _) => ("same", "within noise"),
             (true, true) => ("better", "better"),
             (true, false) => ("worse", "worse"),
         };
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.2}%</td><td class=\"{class}\">{word}</td></tr>",
+            "<tr><td>{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.2}%</td><td class=\"{class}\">{word}</td></tr>",
             escape(v.metric.short()),
             escape(&v.trace),
             escape(&v.arm),

@@ -88,6 +88,7 @@ pub fn grouped_bars(b: &Bars) -> String {
             .y_desc(b.y_desc)
             .axis_desc_style((FONT, 14))
             .label_style((FONT, 13))
+            .light_line_style(WHITE)
             .draw()
             .map_err(e2s)?;
         let k = b.series.len().max(1) as f64;
@@ -151,22 +152,28 @@ pub fn curves(b: &Bars) -> String {
             .y_desc(b.y_desc)
             .axis_desc_style((FONT, 14))
             .label_style((FONT, 13))
+            .light_line_style(WHITE)
             .draw()
             .map_err(e2s)?;
+        let k = b.series.len() as u32;
         for (si, (name, values)) in b.series.iter().enumerate() {
             let c = color(si);
+            // Earlier series wider, so a later one lying on top leaves them visible.
+            let width = 2 + 3 * (k - 1 - si as u32);
             let pts: Vec<(f64, f64)> = values
                 .iter()
                 .enumerate()
                 .map(|(i, &v)| (i as f64 + 0.5, v))
                 .collect();
             chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))
                 .map_err(e2s)?
                 .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 14, y)], c.stroke_width(width))
+                });
             chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 2 + width, c.filled())))
                 .map_err(e2s)?;
         }
         let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
@@ -211,6 +218,7 @@ pub fn cdf(title: &str, x_desc: &str, series: &[(String, Vec<(f64, f64)>)]) -> S
             .y_desc("share of wakeups, %")
             .axis_desc_style((FONT, 14))
             .label_style((FONT, 13))
+            .light_line_style(WHITE)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(e2s)?;
@@ -338,6 +346,19 @@ pub fn topology(t: &Topology) -> String {
     })
 }
 
+/// Busy intervals with gaps shorter than `min_gap` joined: a gap under half a pixel
+/// would not show, and a ping-pong load has tens of thousands of them.
+fn coalesce(busy: &[(u64, u64)], min_gap: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(a, b) in busy {
+        match out.last_mut() {
+            Some(last) if a.saturating_sub(last.1) < min_gap => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Per-CPU busy/idle strips over a window: (cpu, busy intervals in ns from t0).
 pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> String {
     let rows = cpus.len().max(1) as u32;
@@ -356,8 +377,10 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
             .disable_y_mesh()
             .y_labels(0)
             .x_desc("time from window start, us")
+            .x_label_formatter(&|v| format!("{v:.0}"))
             .axis_desc_style((FONT, 14))
             .label_style((FONT, 13))
+            .light_line_style(WHITE)
             .draw()
             .map_err(e2s)?;
         let c = color(0);
@@ -370,12 +393,16 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
                 )))
                 .map_err(e2s)?;
             chart
-                .draw_series(busy.iter().map(|&(a, b)| {
-                    Rectangle::new(
-                        [(a as f64 / 1000.0, y + 0.15), (b as f64 / 1000.0, y + 0.85)],
-                        c.filled(),
-                    )
-                }))
+                .draw_series(
+                    coalesce(busy, span_ns / (2 * W as u64))
+                        .into_iter()
+                        .map(|(a, b)| {
+                            Rectangle::new(
+                                [(a as f64 / 1000.0, y + 0.15), (b as f64 / 1000.0, y + 0.85)],
+                                c.filled(),
+                            )
+                        }),
+                )
                 .map_err(e2s)?;
         }
         let style =
@@ -392,4 +419,16 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_pixel_gaps_are_joined() {
+        let busy = [(0, 10), (12, 20), (40, 50), (51, 60)];
+        assert_eq!(coalesce(&busy, 5), vec![(0, 20), (40, 60)]);
+        assert_eq!(coalesce(&busy, 0), busy.to_vec());
+    }
 }

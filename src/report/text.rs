@@ -44,6 +44,7 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(o, "Verdict ({}):", c.test);
     for v in &r.verdicts {
         let word = match (v.beyond_noise, v.better) {
+            _ if v.mean == v.base_mean => "identical",
             (false, _) => "within noise",
             (true, true) => "better",
             (true, false) => "worse",
