@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Regenerates the sample reports under reports/ from the committed traces, and the replay
+# results the notebook reads. Needs only the committed traces and a build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet
+bin=target/release/sisreplay
+rig=traces/rig
+
+# This machine (2 CPUs, one LLC, 6.18): SIS_PROP against SIS_UTIL and no limit.
+host=(vanilla sis_util no_limit --trace traces/host/hackbench-g4-l2000 --trace traces/host/pingpong-2pairs)
+$bin report "${host[@]}" -o reports/host.html
+$bin report "${host[@]}" --format text -o reports/host.txt
+
+# Debian 6.1 with two LLCs: the policies replayed over the NO_SIS_UTIL captures of
+# ping-pong pairs and hackbench.
+two=(no_limit sis_util sis_prop --trace $rig/2x4/rig-2x4-pingpong-no_limit-tracefs
+     --trace $rig/2x4/rig-2x4-hackbench-no_limit-tracefs)
+$bin report "${two[@]}" -o reports/rig-2x4.html
+$bin report "${two[@]}" --format text -o reports/rig-2x4.txt
+$bin report "${two[@]}" --format json -o reports/rig-2x4.json
+
+# Two NUMA nodes with SMT: the model's arms beside what the SIS_UTIL capture recorded.
+numa=$rig/2x4x2-numa
+$bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-tracefs \
+    --trace $numa/rig-2x4x2-numa-pingpong-no_limit-tracefs -o reports/rig-2x4x2-numa.html
+
+# Fidelity of the model on every committed capture, and the counterfactual.
+{
+    echo "Fidelity: each capture replayed with the policy of its own sched features"
+    echo "(sisreplay fidelity; regenerate with reports/make-reports.sh)."
+    echo
+    $bin fidelity $rig/2x4/rig-* $rig/2x4x2-numa/rig-* traces/host/*
+    for t in 2x4 2x4x2-numa; do
+        for w in pingpong hackbench; do
+            d=$rig/$t
+            echo
+            echo "Counterfactual, $t $w: the NO_SIS_UTIL capture replayed with each policy,"
+            echo "beside what the NO_SIS_UTIL and SIS_UTIL captures recorded."
+            echo
+            $bin compare no_limit sis_util trace:$d/rig-$t-$w-no_limit-tracefs \
+                trace:$d/rig-$t-$w-sis_util-tracefs --trace $d/rig-$t-$w-no_limit-tracefs
+        done
+    done
+} > reports/fidelity.txt
+
+# The results the notebook reads.
+b=$rig/2x4/rig-2x4-pingpong-no_limit-tracefs
+$bin replay $b --policy no_limit,sis_util,sis_prop > /dev/null
+rm -rf reports/data/$(basename $b)
+mkdir -p reports/data
+mv $b/results reports/data/$(basename $b)
+ls -l reports
