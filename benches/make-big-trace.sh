@@ -9,7 +9,8 @@ T=/sys/kernel/tracing
 [ -d "$T/events" ] || mount -t tracefs nodev "$T"
 EVENTS=(sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new
         sched/sched_migrate_task sched/sched_process_fork sched/sched_process_exit)
-old_size=$(cat "$T/buffer_size_kb")
+# "7 (expanded: 1408)" before the buffer was first used: restore the expanded size.
+old_size=$(grep -o "[0-9]*" "$T/buffer_size_kb" | tail -1)
 restore() {
     echo 0 > "$T/tracing_on"
     for e in "${EVENTS[@]}"; do echo 0 > "$T/events/$e/enable"; done

@@ -11,8 +11,8 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<40} {:>9} {:>7} {:>7} {:>7} {:>9}",
-        "trace (policy as kernel)", "wakeups", "agree%", "sameLLC", "IPI%", "xLLC r/p"
+        "{:<28} {:>9} {:>7} {:>7} {:>7} {:>13}",
+        "trace, policy as kernel", "wakeups", "agree%", "sameLLC", "IPI%", "xLLC rec/pred"
     );
     for (name, r) in rows {
         let Some(p) = r.policies.iter().find(|p| p.fidelity.is_some()) else {
@@ -20,16 +20,11 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
         };
         let f = p.fidelity.as_ref().expect("found above");
         let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
-        let label = format!("{name} ({})", r.as_kernel);
-        let label: String = if label.chars().count() > 40 {
-            let skip = label.chars().count() - 39;
-            format!("~{}", label.chars().skip(skip).collect::<String>())
-        } else {
-            label
-        };
+        let _ = writeln!(o, "{name}");
         let _ = writeln!(
             o,
-            "{label:<40} {:>9} {:>7.2} {:>7.2} {:>7.2} {:>9}",
+            "  {:<26} {:>9} {:>7.2} {:>7.2} {:>7.2} {:>13}",
+            r.as_kernel,
             f.decisions,
             f.agreement_pct(),
             pct(f.same_llc_agree, f.decisions),
@@ -41,13 +36,17 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             .iter()
             .map(|(k, (n, a))| format!("{k} {:.1}% of {n}", pct(*a, *n)))
             .collect();
-        let _ = writeln!(o, "    by path: {}", paths.join(", "));
+        let _ = writeln!(o, "{}", super::text::fit(&format!("    by path: {}", paths.join(", "))));
         let stages: Vec<String> = f
             .by_affine
             .iter()
             .map(|(k, (n, a))| format!("{k} {:.1}% of {n}", pct(*a, *n)))
             .collect();
-        let _ = writeln!(o, "    by target step: {}", stages.join(", "));
+        let _ = writeln!(
+            o,
+            "{}",
+            super::text::fit(&format!("    by target step: {}", stages.join(", ")))
+        );
         let s = &r.skipped;
         let mut facts = format!(
             "    not replayed: {} queued/no selection, {} unmatched",
