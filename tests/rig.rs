@@ -157,3 +157,28 @@ fn sis_util_over_the_no_sis_util_trace() {
         );
     }
 }
+
+/// The rig script's --check: packages, the cached kernel and its modules, an initramfs
+/// in which this build of sisreplay starts, and QEMU accepting the topology; no boot.
+#[test]
+fn rig_script_check_builds_a_working_initramfs() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/rig.sh"))
+        .args(["--check", "--topology", "2x4x2-numa", "--bin"])
+        .arg(env!("CARGO_BIN_EXE_sisreplay"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("kernel 6.1.0-"), "{err}");
+    assert!(err.contains("--check: inputs are in place"), "{err}");
+    // A topology QEMU is not given is refused before anything is fetched.
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/rig.sh"))
+        .args(["--check", "--topology", "3x3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown topology 3x3"));
+}

@@ -6,7 +6,7 @@
 #   traces/rig/rig.sh [--check] [--topology 2x4|2x4x2|2x4x2-numa|1x2x4x2]
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
-#                     [--no-search-latency] [--timeout SECONDS]
+#                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
 #
 # Needs root (apt-get) the first time; the kernel and its modules are cached in
 # target/rig-cache/. --check validates the inputs (packages, kernel, binary, topology)
@@ -28,6 +28,7 @@ only_workloads=hackbench,pingpong
 only_settings=sis_util,no_limit,sis_prop
 search=1
 guest_timeout=1200
+bin=$top/target/release/sisreplay
 # Feature settings: bundle suffix and what is written to sched/features.
 settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP")
 # Workloads: name, what --search-latency records, command. hackbench saturates the
@@ -53,7 +54,8 @@ while [ $# -gt 0 ]; do
         --settings) only_settings=$2; shift ;;
         --no-search-latency) search=0 ;;
         --timeout) guest_timeout=$2; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --bin) bin=$(realpath "$2"); shift ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -79,7 +81,7 @@ esac
 
 need=()
 command -v qemu-system-x86_64 > /dev/null || need+=(qemu-system-x86)
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx insmod || need+=(busybox-static)
+dpkg -s busybox-static > /dev/null 2>&1 || need+=(busybox-static)
 command -v cpio > /dev/null || need+=(cpio)
 command -v hackbench > /dev/null || need+=(rt-tests)
 command -v perf > /dev/null || need+=(linux-perf)
@@ -87,8 +89,6 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "rig.sh: installing ${need[*]}" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
 fi
-file /bin/busybox 2>/dev/null | grep -q 'statically linked' ||
-    { echo "rig.sh: /bin/busybox is not the static build (busybox-static)" >&2; exit 1; }
 
 # The kernel: the image linux-image-amd64 names, fetched once.
 mkdir -p "$cache"
@@ -103,7 +103,6 @@ fi
 release=$(cat "$cache/release")
 moddir=$cache/root/lib/modules/$release/kernel
 
-bin=$top/target/release/sisreplay
 [ -x "$bin" ] || (cd "$top" && cargo build --release --quiet)
 
 # The initramfs: static busybox, sisreplay and hackbench with their libraries, the
@@ -174,6 +173,17 @@ chmod +x "$rd/init"
 (cd "$rd" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
 echo "rig.sh: kernel $release, initramfs $(du -h "$work/initrd.gz" | cut -f1), topology $topology, backends $backends" >&2
 if [ $check = 1 ]; then
+    # The guest runs these: each must be in the initramfs and start there.
+    for f in init usr/bin/sisreplay usr/bin/hackbench usr/bin/perf bin/busybox modules/virtio_blk.ko; do
+        [ -e "$rd/$f" ] || { echo "rig.sh: --check: $f missing from the initramfs" >&2; exit 1; }
+    done
+    chroot "$rd" /usr/bin/sisreplay --version > /dev/null ||
+        { echo "rig.sh: --check: sisreplay does not start inside the initramfs" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    qemu-system-x86_64 -accel tcg $smp -m 2G $numa -display none -S -nodefaults \
+        -daemonize -pidfile "$work/q.pid" > /dev/null 2>&1 &&
+        kill "$(cat "$work/q.pid")" ||
+        { echo "rig.sh: --check: QEMU rejects the $topology topology" >&2; exit 1; }
     echo "rig.sh: --check: inputs are in place; not booting" >&2
     exit 0
 fi
