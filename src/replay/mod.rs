@@ -8,6 +8,7 @@
 //! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
 
 pub mod results;
+pub mod select;
 pub mod text;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -19,8 +20,7 @@ use crate::bundle::Meta;
 use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
-use crate::policy::affine::{wake_wide, Affine, IdleView, WeightView};
-use crate::policy::sis::{select_idle_sibling, TimeModel, Wakee};
+use crate::policy::sis::{select_idle_sibling, TimeModel};
 use crate::policy::{self, LlcBalance, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
 use crate::topology::Topology;
@@ -599,81 +599,23 @@ pub fn replay(
                     let sync = selection
                         .as_ref()
                         .map_or(in_task, |s| s.wake_flags & WF_SYNC != 0);
-                    m.record_wakee(waker, pid, now);
-                    let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
-                    let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
-                    let want_affine = !wake_wide(flips(waker), flips(pid), llc_size);
                     let explain = opts.explain_ts == Some(now);
-                    let mut affine_steps = vec![format!(
-                        "wake_wide: flips waker {} wakee {}, LLC {llc_size} -> {}",
-                        flips(waker),
-                        flips(pid),
-                        if want_affine { "affine" } else { "wide" }
-                    )];
-                    // Which step of select_task_rq_fair chose the target, for fidelity.
-                    let affine_stage: &str;
-                    let target = if want_affine && waker_cpu != prev {
-                        let idle = IdleView {
-                            this_idle: m.is_idle(waker_cpu),
-                            prev_idle: m.is_idle(prev),
-                            share_llc: m.topo.share_cache(waker_cpu, prev),
+                    let chosen = select::choose_target(
+                        &mut m,
+                        &select::Waking {
+                            now,
+                            waker_cpu,
+                            waker,
+                            wakee: pid,
+                            prev,
                             sync,
-                            this_nr_running: m
-                                .cpus
-                                .get(waker_cpu as usize)
-                                .map_or(0, |c| c.nr_running),
-                        };
-                        let load = |p: i32| m.tasks.get(&p).map_or(0, |t| t.avg.load_avg) as i64;
-                        let weight = WeightView {
-                            this_load: m.cpu_load(waker_cpu) as i64,
-                            prev_load: m.cpu_load(prev) as i64,
-                            waker_h_load: load(waker),
-                            wakee_h_load: load(pid),
-                            this_capacity: 1024,
-                            prev_capacity: 1024,
-                            sync,
-                            imbalance_pct: if m.topo.same_core(waker_cpu, prev) {
-                                110
-                            } else {
-                                117
-                            },
-                        };
-                        if explain {
-                            affine_steps.extend(crate::policy::affine::explain(&idle, &weight));
-                        }
-                        let (choice, stage) = match crate::policy::affine::wake_affine_idle(&idle) {
-                            Some(a) => (a, "wake_affine_idle"),
-                            None => (
-                                crate::policy::affine::wake_affine_weight(&weight)
-                                    .unwrap_or(Affine::Prev),
-                                "wake_affine_weight",
-                            ),
-                        };
-                        affine_stage = stage;
-                        match choice {
-                            Affine::This => waker_cpu,
-                            Affine::Prev => prev,
-                        }
-                    } else {
-                        affine_stage = if want_affine {
-                            "waker is prev"
-                        } else {
-                            "wake_wide"
-                        };
-                        prev
-                    };
-                    let wakee = Wakee {
-                        prev,
-                        target,
-                        waker_cpu,
-                        waker_is_percpu_kthread: m
-                            .tasks
-                            .get(&waker)
-                            .is_some_and(|t| t.is_percpu_kthread()),
-                        in_task,
-                        recent_used_cpu: m.tasks.get(&pid).and_then(|t| t.recent_used_cpu),
-                        now_ns: now,
-                    };
+                            in_task,
+                        },
+                        explain,
+                    );
+                    let (wakee, affine_stage, affine_steps) =
+                        (chosen.wakee, chosen.stage, chosen.steps);
+                    let target = wakee.target;
                     let ipi = out.recorded_on != waker_cpu;
                     result.ipi_wakeups += ipi as u64;
                     let span_idle = m.topo.llc_span(target).iter().any(|&c| m.is_idle(c));
@@ -772,20 +714,7 @@ pub fn replay(
                             result.explained.push((r.spec.clone(), steps));
                         }
                     }
-                    // select_idle_sibling sets recent_used_cpu = prev once it gets past
-                    // target, prev and kthread stacking: machine state decides that, not
-                    // the policy, so every policy (and every replay thread) sees the same.
-                    let stops_early = m.is_idle(target)
-                        || (prev != target && m.topo.share_cache(prev, target) && m.is_idle(prev))
-                        || (wakee.waker_is_percpu_kthread
-                            && in_task
-                            && prev == waker_cpu
-                            && m.cpus.get(prev as usize).is_some_and(|c| c.nr_running <= 1));
-                    if !stops_early {
-                        if let Some(t) = m.tasks.get_mut(&pid) {
-                            t.recent_used_cpu = Some(prev);
-                        }
-                    }
+                    select::note_recent_used(&mut m, pid, &wakee);
                     if ipi {
                         // Queued to the target by IPI: not idle to others until activated.
                         if let Some(c) = m.cpus.get_mut(out.chosen as usize) {

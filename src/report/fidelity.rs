@@ -36,7 +36,11 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             .iter()
             .map(|(k, (n, a))| format!("{k} {:.1}% of {n}", pct(*a, *n)))
             .collect();
-        let _ = writeln!(o, "{}", super::text::fit(&format!("    by path: {}", paths.join(", "))));
+        let _ = writeln!(
+            o,
+            "{}",
+            super::text::fit(&format!("    by path: {}", paths.join(", ")))
+        );
         let stages: Vec<String> = f
             .by_affine
             .iter()
