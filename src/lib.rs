@@ -4,6 +4,7 @@ pub mod compare;
 pub mod info;
 pub mod metrics;
 pub mod policy;
+pub mod presets;
 pub mod replay;
 pub mod report;
 pub mod state;

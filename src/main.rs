@@ -47,6 +47,9 @@ enum Command {
     /// Replay each trace with the policy of the kernel that recorded it and print how
     /// often the model picked the kernel's CPU, by path, with cross-LLC placements.
     Fidelity(FidelityArgs),
+    /// List the machine presets (the seeds' test machines), or print one as the JSON
+    /// that --machine reads.
+    Machines(MachinesArgs),
     /// List the idle-search policies, or show one policy's parameters and scan budget
     /// against average LLC utilisation (`--budget --llc-size 112`).
     Policies(PoliciesArgs),
@@ -62,7 +65,8 @@ struct ImportArgs {
     /// Bundle name [default: the file name without its extension]
     #[arg(long)]
     pub name: Option<String>,
-    /// Machine description: `here` (this machine's sysfs) or a JSON file
+    /// Machine description: `here` (this machine's sysfs), a preset (`sisreplay
+    /// machines`) or a JSON file
     #[arg(long)]
     pub machine: Option<String>,
     /// Directory that holds bundles
@@ -189,6 +193,14 @@ struct ReportArgs {
 }
 
 #[derive(clap::Args)]
+struct MachinesArgs {
+    /// A preset, or `here` for this machine
+    pub name: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// Bundles or trace files
     #[arg(required = true)]
@@ -278,6 +290,10 @@ fn machine(spec: Option<&str>) -> Result<Option<Topology>, String> {
         Some("here") => Topology::from_sysfs(Path::new("/sys"))
             .map(Some)
             .map_err(|e| e.to_string()),
+        Some(name) if sisreplay::presets::lookup(name).is_some() => {
+            let p = sisreplay::presets::lookup(name).expect("checked");
+            Ok(Some(p.shape.topology(p.name)))
+        }
         Some(f) => Topology::from_json_file(Path::new(f))
             .map(Some)
             .map_err(|e| e.to_string()),
@@ -683,6 +699,56 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn show_machines(args: MachinesArgs) -> ExitCode {
+    use sisreplay::presets::PRESETS;
+    match args.name.as_deref() {
+        None if args.json => {
+            let v: Vec<_> = PRESETS
+                .iter()
+                .map(|p| {
+                    serde_json::json!({"name": p.name, "cpus": p.shape.cpus(), "source": p.source})
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+            ExitCode::SUCCESS
+        }
+        None => {
+            for p in PRESETS {
+                let s = &p.shape;
+                println!(
+                    "{:<12} {:>3} CPUs: {} sockets, {} NUMA nodes, {} LLCs of {} cores{}{}",
+                    p.name,
+                    s.cpus(),
+                    s.sockets,
+                    s.sockets * s.nodes_per_socket,
+                    s.sockets * s.nodes_per_socket * s.llcs_per_node,
+                    s.cores_per_llc,
+                    if s.threads > 1 { " x SMT2" } else { "" },
+                    if s.cores_per_cluster < s.cores_per_llc {
+                        format!(", clusters of {}", s.cores_per_cluster)
+                    } else {
+                        String::new()
+                    }
+                );
+                println!(
+                    "{}",
+                    sisreplay::report::text::fit(&format!("{:13}{}", "", p.source))
+                );
+            }
+            println!("here         this machine, from sysfs");
+            ExitCode::SUCCESS
+        }
+        Some(name) => match machine(Some(name)) {
+            Ok(Some(t)) => {
+                println!("{}", serde_json::to_string_pretty(&t).expect("serialises"));
+                ExitCode::SUCCESS
+            }
+            Ok(None) => unreachable!("a name was given"),
+            Err(e) => fail(e),
+        },
+    }
+}
+
 fn show_policies(args: PoliciesArgs) -> ExitCode {
     let PoliciesArgs {
         name,
@@ -798,6 +864,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => run_compare(a),
         Command::Report(a) => run_report(a),
         Command::Fidelity(a) => run_fidelity(a),
+        Command::Machines(a) => show_machines(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
     }

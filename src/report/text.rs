@@ -113,7 +113,7 @@ pub fn render(r: &Report) -> String {
 }
 
 /// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent.
-pub(crate) fn fit(line: &str) -> String {
+pub fn fit(line: &str) -> String {
     let indent = &line[..line.len() - line.trim_start().len()];
     let mut lines = vec![indent.to_string()];
     for word in line.split_whitespace() {
