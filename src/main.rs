@@ -856,6 +856,9 @@ fn show_info(args: InfoArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` ends quietly, as with other command-line tools, instead of
+    // a panic on the failed write.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match cli.command {
         Command::Import(a) => import(a),
