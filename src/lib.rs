@@ -7,6 +7,8 @@ pub mod policy;
 pub mod presets;
 pub mod replay;
 pub mod report;
+pub mod sim;
 pub mod state;
+pub mod synth;
 pub mod topology;
 pub mod trace;

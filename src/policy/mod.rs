@@ -91,8 +91,24 @@ pub struct ParamInfo {
 }
 
 /// One idle-search policy, with its state.
+/// How far newidle balance may look for a task to pull (seed 002 restricts it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewidleReach {
+    /// Every domain, as the kernel does.
+    All,
+    /// Domains without SD_NUMA: within the NUMA node.
+    BelowNuma,
+    /// The LLC and below.
+    Llc,
+}
+
 pub trait Policy: Send {
     fn info(&self) -> &'static PolicyInfo;
+
+    /// How far newidle balance may pull from under this policy (simulation).
+    fn newidle_reach(&self) -> NewidleReach {
+        NewidleReach::All
+    }
 
     /// A periodic (not newidle) load balance of `llc` finished its statistics.
     fn on_llc_balance(&mut self, _llc: u32, _seen: &LlcBalance) {}

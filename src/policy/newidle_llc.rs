@@ -6,7 +6,10 @@
 //! is the kernel default (merged SIS_UTIL), and it runs in the closed-loop simulation.
 
 use super::sis_util::SisUtil;
-use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{
+    Budget, LlcBalance, NewidleReach, ParamError, ParamInfo, Params, Policy, PolicyInfo,
+    ScanContext,
+};
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "newidle_llc",
@@ -58,6 +61,12 @@ impl NewidleLlc {
 impl Policy for NewidleLlc {
     fn info(&self) -> &'static PolicyInfo {
         &INFO
+    }
+    fn newidle_reach(&self) -> NewidleReach {
+        match self.stop_above {
+            StopAbove::Numa => NewidleReach::BelowNuma,
+            StopAbove::Llc => NewidleReach::Llc,
+        }
     }
     fn on_llc_balance(&mut self, llc: u32, seen: &LlcBalance) {
         self.search.on_llc_balance(llc, seen)

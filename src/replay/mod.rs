@@ -248,7 +248,7 @@ fn window_at(w: &mut Vec<Window>, i: usize, start_ns: u64) -> &mut Window {
 }
 
 /// Counts a move from `from` to `to` by its distance.
-fn place(p: &mut Placements, topo: &Topo, from: u32, to: u32) {
+pub(crate) fn place(p: &mut Placements, topo: &Topo, from: u32, to: u32) {
     if from == to {
         p.same_cpu += 1;
     } else if topo.share_cache(from, to) {

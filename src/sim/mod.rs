@@ -1,0 +1,733 @@
+//! Closed-loop simulation: the tasks of a workload model run on a machine in virtual
+//! time, and every wakeup is placed by a policy, so a different placement changes what
+//! happens next (queueing, latency, throughput, migrations).
+//!
+//! The scheduler is a small CFS: per-CPU runqueues ordered by vruntime, a slice of
+//! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
+//! placed at most 3 ms behind min_vruntime and preempting the current task when it is
+//! more than the wakeup granularity (1 ms) behind it. Idle CPUs pull a waiting task at
+//! newidle balance (reach limited by the policy, seed 002) and at the periodic balance
+//! every 4 ms, which also feeds SIS_UTIL its LLC statistics.
+//!
+//! The simulator emits the tracepoints a kernel would (sched_waking, sched_migrate_task,
+//! sched_wakeup, sched_switch, sched_wakeup_new) and keeps the same reconstructed machine
+//! state as decision replay by applying them, so placement goes through the very code
+//! replay uses (select_task_rq_fair's target, then select_idle_sibling), and the events
+//! make a bundle every other command reads.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::Serialize;
+
+use crate::metrics::observed::Percentiles;
+use crate::metrics::{Derived, Log2Hist, Placements};
+use crate::policy::sis::{select_idle_sibling, SisCounters, TimeModel};
+use crate::policy::{self, LlcBalance, NewidleReach, Policy, PolicyError};
+use crate::replay::select::{choose_target, note_recent_used, Waking};
+use crate::state::{Change, Machine, Topo};
+use crate::synth::{Step, Workload};
+use crate::topology::Topology;
+use crate::trace::{Comm, Event, EventKind, Wake};
+
+const MS: u64 = 1_000_000;
+const SCHED_LATENCY: u64 = 6 * MS;
+const MIN_GRANULARITY: u64 = 750_000;
+const WAKEUP_GRANULARITY: u64 = MS;
+/// How far behind min_vruntime a woken sleeper is placed (half of sched_latency).
+const SLEEPER_CREDIT: u64 = 3 * MS;
+const BALANCE_INTERVAL: u64 = 4 * MS;
+/// sysctl_sched_migration_cost: newidle balance is skipped below this avg_idle.
+const MIGRATION_COST: u64 = 500_000;
+/// The prev_state sched_switch reports for a preempted task (TASK_REPORT_MAX).
+const PREEMPTED: i64 = 0x100;
+
+/// CPU time a migrated task loses refilling its caches, by distance.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Penalty {
+    pub same_llc_ns: u64,
+    pub cross_llc_ns: u64,
+    pub cross_numa_ns: u64,
+}
+
+impl Default for Penalty {
+    /// A working set of a few tens of KB: L2 refills from the shared LLC (~2 us), from
+    /// another LLC's lines or memory (~10 us), from a remote node (~25 us).
+    fn default() -> Penalty {
+        Penalty {
+            same_llc_ns: 2_000,
+            cross_llc_ns: 10_000,
+            cross_numa_ns: 25_000,
+        }
+    }
+}
+
+pub struct SimOptions {
+    pub topology: Topology,
+    pub policy: String,
+    pub duration_ns: u64,
+    pub time: TimeModel,
+    pub penalty: Penalty,
+    /// Keep the emitted events, for a bundle.
+    pub record: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SimResult {
+    pub workload: String,
+    pub policy: String,
+    pub tasks: usize,
+    pub nr_cpus: u32,
+    pub duration_ns: u64,
+    pub unit: &'static str,
+    pub units: u64,
+    pub throughput_per_s: f64,
+    pub wakeups: u64,
+    /// Waking to running, ns.
+    pub latency: Percentiles,
+    pub latency_us: Log2Hist,
+    pub counters: SisCounters,
+    pub derived: Derived,
+    pub search_ns_total: u64,
+    /// Wakeup placements relative to prev.
+    pub placements: Placements,
+    /// Tasks moved by newidle and periodic balance, by distance.
+    pub balance_migrations: Placements,
+    /// Newidle pulls by the domain level they came from.
+    pub newidle_pulls: BTreeMap<String, u64>,
+    /// Penalty time charged to migrated tasks, ns.
+    pub penalty_ns: u64,
+    pub busy_pct: f64,
+    pub penalties: Penalty,
+    pub time_model: TimeModel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Sleeping,
+    Runnable,
+    Running,
+}
+
+struct Task {
+    pid: i32,
+    comm: Comm,
+    pc: usize,
+    /// ns left of the current Run step, when it started.
+    left: Option<u64>,
+    /// CPU time owed before the next step: search time and cache refills.
+    debt: u64,
+    state: State,
+    cpu: u32,
+    vruntime: u64,
+    wake_pending: bool,
+    woken_at: Option<u64>,
+}
+
+#[derive(Default)]
+struct Cpu {
+    curr: Option<usize>,
+    rq: Vec<usize>,
+    /// When the current stint of curr began.
+    started: u64,
+    slice_end: u64,
+    gen: u64,
+    min_vruntime: u64,
+    busy_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// The running task's stint on `cpu` ends (its run step or its slice).
+    Stint {
+        cpu: u32,
+        gen: u64,
+    },
+    Timer {
+        task: usize,
+    },
+    Balance,
+}
+
+/// A domain level around a CPU: its name, its span, and whether it has SD_NUMA.
+struct Level {
+    name: &'static str,
+    span: Vec<u32>,
+    numa: bool,
+}
+
+pub struct Sim {
+    topo_levels: Vec<Vec<Level>>,
+    workload: Workload,
+    tasks: Vec<Task>,
+    cpus: Vec<Cpu>,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    m: Machine,
+    policy: Box<dyn Policy>,
+    opts: SimOptions,
+    caploads: Vec<u32>,
+    events: Vec<Event>,
+    latencies: Vec<u32>,
+    result: SimResult,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
+    let all: Vec<u32> = (0..topo.nr_cpus).collect();
+    let c = t.cpus.iter().find(|x| x.cpu == cpu);
+    let by = |f: &dyn Fn(&crate::topology::CpuTopo) -> bool| -> Vec<u32> {
+        let mut v: Vec<u32> = t.cpus.iter().filter(|x| f(x)).map(|x| x.cpu).collect();
+        v.sort_unstable();
+        v
+    };
+    let Some(c) = c else {
+        return vec![Level {
+            name: "machine",
+            span: all,
+            numa: false,
+        }];
+    };
+    let candidates = [
+        ("smt", by(&|x| c.smt_siblings.contains(&x.cpu)), false),
+        (
+            "cluster",
+            by(&|x| x.cluster == c.cluster && x.llc == c.llc),
+            false,
+        ),
+        ("llc", by(&|x| x.llc == c.llc), false),
+        ("node", by(&|x| x.node == c.node), false),
+        ("package", by(&|x| x.package == c.package), true),
+        ("machine", all, true),
+    ];
+    let mut out: Vec<Level> = Vec::new();
+    for (name, span, numa_if_wider) in candidates {
+        if out.last().is_some_and(|l| l.span.len() >= span.len()) || span.len() <= 1 {
+            continue;
+        }
+        // A level spanning several NUMA nodes is a NUMA domain.
+        let nodes: std::collections::BTreeSet<u32> = span
+            .iter()
+            .filter_map(|&x| topo.node_of.get(x as usize).copied())
+            .collect();
+        out.push(Level {
+            name,
+            numa: numa_if_wider && nodes.len() > 1,
+            span,
+        });
+    }
+    out
+}
+
+impl Sim {
+    pub fn new(workload: Workload, opts: SimOptions) -> Result<Sim, SimError> {
+        let policy = policy::build(&opts.policy)?;
+        let nr = opts
+            .topology
+            .cpus
+            .iter()
+            .map(|c| c.cpu + 1)
+            .max()
+            .unwrap_or(1);
+        if workload.tasks.is_empty() {
+            return Err(SimError::Usage("the workload has no tasks".into()));
+        }
+        let topo = Topo::new(&opts.topology, nr);
+        let topo_levels = (0..nr).map(|c| levels(&topo, &opts.topology, c)).collect();
+        let tasks = workload
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Task {
+                pid: 1000 + i as i32,
+                comm: Comm::from_bytes(t.comm.as_bytes()),
+                pc: 0,
+                left: None,
+                debt: 0,
+                state: State::Runnable,
+                cpu: (i as u32) % nr,
+                vruntime: 0,
+                wake_pending: false,
+                woken_at: None,
+            })
+            .collect();
+        let result = SimResult {
+            workload: workload.name.clone(),
+            policy: opts.policy.clone(),
+            tasks: workload.tasks.len(),
+            nr_cpus: nr,
+            duration_ns: opts.duration_ns,
+            unit: workload.unit,
+            units: 0,
+            throughput_per_s: 0.0,
+            wakeups: 0,
+            latency: Percentiles::default(),
+            latency_us: Log2Hist::default(),
+            counters: SisCounters::default(),
+            derived: Derived::of(&SisCounters::default()),
+            search_ns_total: 0,
+            placements: Placements::default(),
+            balance_migrations: Placements::default(),
+            newidle_pulls: BTreeMap::new(),
+            penalty_ns: 0,
+            busy_pct: 0.0,
+            penalties: opts.penalty,
+            time_model: opts.time,
+        };
+        Ok(Sim {
+            topo_levels,
+            workload,
+            tasks,
+            cpus: (0..nr).map(|_| Cpu::default()).collect(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            m: Machine::new(topo),
+            policy,
+            caploads: vec![1023; nr as usize],
+            events: Vec::new(),
+            latencies: Vec::new(),
+            result,
+            opts,
+        })
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Emits a tracepoint: the machine state follows it, and it is kept for the bundle.
+    fn emit(&mut self, ts: u64, cpu: u32, common_pid: i32, kind: EventKind) {
+        let e = Event {
+            ts,
+            cpu,
+            common_pid,
+            kind,
+        };
+        if let Change::AvgIdle { cpu, avg_idle } = self.m.apply(&e) {
+            self.policy.on_avg_idle(cpu, avg_idle, ts);
+        }
+        if self.opts.record {
+            self.events.push(e);
+        }
+    }
+
+    fn wake_payload(&self, t: usize, target_cpu: u32) -> Wake {
+        Wake {
+            comm: self.tasks[t].comm,
+            pid: self.tasks[t].pid,
+            prio: 120,
+            target_cpu: target_cpu as i32,
+        }
+    }
+
+    fn penalty(&self, from: u32, to: u32) -> u64 {
+        let t = &self.m.topo;
+        if from == to {
+            0
+        } else if t.node_of.get(from as usize) != t.node_of.get(to as usize) {
+            self.opts.penalty.cross_numa_ns
+        } else if !t.share_cache(from, to) {
+            self.opts.penalty.cross_llc_ns
+        } else {
+            self.opts.penalty.same_llc_ns
+        }
+    }
+
+    /// Runs the workload for the duration; returns the result and the events.
+    pub fn run(mut self) -> (SimResult, Vec<Event>) {
+        // Every task starts on its CPU, as after fork placement spread them.
+        for t in 0..self.tasks.len() {
+            let cpu = self.tasks[t].cpu;
+            let w = self.wake_payload(t, cpu);
+            self.emit(0, cpu, 0, EventKind::WakeupNew(w));
+            self.cpus[cpu as usize].rq.push(t);
+        }
+        for c in 0..self.cpus.len() as u32 {
+            self.switch_to_next(c, 0, None, 0);
+        }
+        self.schedule(BALANCE_INTERVAL, Ev::Balance);
+        while let Some(Reverse((now, _, ev))) = self.heap.pop() {
+            if now > self.opts.duration_ns {
+                break;
+            }
+            match ev {
+                Ev::Stint { cpu, gen } => {
+                    if self.cpus[cpu as usize].gen == gen {
+                        self.stint_end(cpu, now);
+                    }
+                }
+                Ev::Timer { task } => self.wake(task, None, now),
+                Ev::Balance => {
+                    self.balance(now);
+                    self.schedule(now + BALANCE_INTERVAL, Ev::Balance);
+                }
+            }
+        }
+        let end = self.opts.duration_ns;
+        for c in 0..self.cpus.len() {
+            if let Some(t) = self.cpus[c].curr {
+                let ran = end.saturating_sub(self.cpus[c].started);
+                self.cpus[c].busy_ns += ran;
+                self.tasks[t].vruntime += ran;
+            }
+        }
+        let r = &mut self.result;
+        r.throughput_per_s = r.units as f64 / (end as f64 / 1e9);
+        r.latency = Percentiles::of(&mut self.latencies);
+        r.derived = Derived::of(&r.counters);
+        let busy: u64 = self.cpus.iter().map(|c| c.busy_ns).sum();
+        r.busy_pct = 100.0 * busy as f64 / (end as f64 * self.cpus.len() as f64);
+        (self.result, self.events)
+    }
+
+    /// The task with the least vruntime waiting on `cpu`, removed from its queue.
+    fn pick(&mut self, cpu: u32) -> Option<usize> {
+        let rq = &self.cpus[cpu as usize].rq;
+        let (i, _) = rq
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, &t)| (self.tasks[t].vruntime, t))?;
+        Some(self.cpus[cpu as usize].rq.swap_remove(i))
+    }
+
+    /// Switches `cpu` from `prev` (which has left the CPU in state `prev_state`) to the
+    /// next waiting task, or to idle after a newidle balance.
+    fn switch_to_next(&mut self, cpu: u32, now: u64, prev: Option<usize>, prev_state: i64) {
+        let next = self.pick(cpu).or_else(|| self.newidle(cpu, now));
+        let (prev_pid, prev_comm) = prev.map_or((0, Comm::default()), |p| {
+            (self.tasks[p].pid, self.tasks[p].comm)
+        });
+        let (next_pid, next_comm) = next.map_or((0, Comm::default()), |n| {
+            (self.tasks[n].pid, self.tasks[n].comm)
+        });
+        if prev.is_some() || next.is_some() {
+            self.emit(
+                now,
+                cpu,
+                prev_pid,
+                EventKind::Switch {
+                    prev_comm,
+                    prev_pid,
+                    prev_prio: 120,
+                    prev_state,
+                    next_comm,
+                    next_pid,
+                    next_prio: 120,
+                },
+            );
+        }
+        let c = &mut self.cpus[cpu as usize];
+        c.curr = next;
+        c.gen += 1;
+        if let Some(n) = next {
+            let nr = c.rq.len() as u64 + 1;
+            c.started = now;
+            c.slice_end = now + (SCHED_LATENCY / nr).max(MIN_GRANULARITY);
+            let t = &mut self.tasks[n];
+            t.state = State::Running;
+            t.cpu = cpu;
+            if let Some(w) = t.woken_at.take() {
+                let lat = now - w;
+                self.result.latency_us.add(lat / 1000);
+                self.latencies.push(lat.min(u32::MAX as u64) as u32);
+            }
+            self.advance(cpu, now);
+        }
+    }
+
+    /// Runs the current task of `cpu` from `now` through its zero-time steps until it
+    /// uses the CPU (a stint is scheduled), sleeps, or leaves the CPU.
+    fn advance(&mut self, cpu: u32, now: u64) {
+        loop {
+            let Some(t) = self.cpus[cpu as usize].curr else {
+                return;
+            };
+            let task = &mut self.tasks[t];
+            let steps = &self.workload.tasks[t].steps;
+            let step = steps[task.pc % steps.len()];
+            let work = match (task.debt, step, task.left) {
+                (d, _, _) if d > 0 => Some(d),
+                (_, Step::Run(ns), left) => Some(*task.left.get_or_insert(left.unwrap_or(ns))),
+                _ => None,
+            };
+            if let Some(ns) = work {
+                let c = &self.cpus[cpu as usize];
+                let end = (now + ns).min(c.slice_end.max(now + 1));
+                let gen = c.gen;
+                self.schedule(end, Ev::Stint { cpu, gen });
+                return;
+            }
+            task.pc += 1;
+            match step {
+                Step::Run(_) => unreachable!("handled above"),
+                Step::Count => self.result.units += 1,
+                Step::Wake { task: target, sync } => {
+                    self.wake(target, Some((t, cpu, sync)), now);
+                    if self.cpus[cpu as usize].curr != Some(t) {
+                        // Preempted by its own wakee.
+                        return;
+                    }
+                }
+                Step::Sleep if self.tasks[t].wake_pending => self.tasks[t].wake_pending = false,
+                Step::Sleep | Step::SleepFor(_) => {
+                    if let Step::SleepFor(ns) = step {
+                        self.schedule(now + ns, Ev::Timer { task: t });
+                    }
+                    self.tasks[t].state = State::Sleeping;
+                    self.switch_to_next(cpu, now, Some(t), 1);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The current task's stint ended: its work (or debt) is done, or its slice is.
+    fn stint_end(&mut self, cpu: u32, now: u64) {
+        let Some(t) = self.cpus[cpu as usize].curr else {
+            return;
+        };
+        let ran = now - self.cpus[cpu as usize].started;
+        self.cpus[cpu as usize].busy_ns += ran;
+        self.cpus[cpu as usize].started = now;
+        let task = &mut self.tasks[t];
+        task.vruntime += ran;
+        let mut ran_left = ran;
+        let from_debt = task.debt.min(ran_left);
+        task.debt -= from_debt;
+        ran_left -= from_debt;
+        if let Some(left) = task.left.as_mut() {
+            *left = left.saturating_sub(ran_left);
+            if *left == 0 {
+                task.left = None;
+                task.pc += 1;
+            }
+        }
+        if now >= self.cpus[cpu as usize].slice_end && !self.cpus[cpu as usize].rq.is_empty() {
+            self.preempt(cpu, now);
+        } else {
+            let c = &mut self.cpus[cpu as usize];
+            if now >= c.slice_end {
+                c.slice_end = now + SCHED_LATENCY;
+            }
+            self.advance(cpu, now);
+        }
+    }
+
+    /// Puts the current task back on the queue and runs the next.
+    fn preempt(&mut self, cpu: u32, now: u64) {
+        let Some(t) = self.cpus[cpu as usize].curr.take() else {
+            return;
+        };
+        let ran = now - self.cpus[cpu as usize].started;
+        self.cpus[cpu as usize].busy_ns += ran;
+        self.tasks[t].vruntime += ran;
+        self.cpus[cpu as usize].started = now;
+        self.tasks[t].state = State::Runnable;
+        self.cpus[cpu as usize].rq.push(t);
+        self.switch_to_next(cpu, now, Some(t), PREEMPTED);
+    }
+
+    /// Wakes `t`, by a task (`by`: waker, its CPU, sync) or by a timer.
+    fn wake(&mut self, t: usize, by: Option<(usize, u32, bool)>, now: u64) {
+        if self.tasks[t].state != State::Sleeping {
+            self.tasks[t].wake_pending = true;
+            return;
+        }
+        let prev = self.tasks[t].cpu;
+        let (waker_cpu, waker_pid, sync, in_task) = match by {
+            Some((w, cpu, sync)) => (cpu, self.tasks[w].pid, sync, true),
+            None => {
+                let curr = self.cpus[prev as usize]
+                    .curr
+                    .map_or(0, |c| self.tasks[c].pid);
+                (prev, curr, false, false)
+            }
+        };
+        let w = self.wake_payload(t, prev);
+        self.emit(now, waker_cpu, waker_pid, EventKind::Waking(w));
+        let chosen = choose_target(
+            &mut self.m,
+            &Waking {
+                now,
+                waker_cpu,
+                waker: waker_pid,
+                wakee: self.tasks[t].pid,
+                prev,
+                sync,
+                in_task,
+            },
+            false,
+        );
+        let d = select_idle_sibling(
+            &self.m,
+            self.policy.as_mut(),
+            &chosen.wakee,
+            &self.opts.time,
+            &self.caploads,
+            false,
+        );
+        note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
+        let r = &mut self.result;
+        r.wakeups += 1;
+        r.counters.add(&d.counters);
+        r.search_ns_total += d.search_ns;
+        crate::replay::place(&mut r.placements, &self.m.topo, prev, d.cpu);
+        // The search runs on the waker's CPU, in its time.
+        if let Some((w, _, _)) = by {
+            self.tasks[w].debt += d.search_ns;
+        }
+        let dest = d.cpu;
+        if dest != prev {
+            let kind = EventKind::Migrate {
+                comm: self.tasks[t].comm,
+                pid: self.tasks[t].pid,
+                prio: 120,
+                orig_cpu: prev as i32,
+                dest_cpu: dest as i32,
+            };
+            self.emit(now, waker_cpu, waker_pid, kind);
+            let p = self.penalty(prev, dest);
+            self.tasks[t].debt += p;
+            self.result.penalty_ns += p;
+        }
+        let w = self.wake_payload(t, dest);
+        self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
+        let min_v = self.min_vruntime(dest);
+        let task = &mut self.tasks[t];
+        task.cpu = dest;
+        task.state = State::Runnable;
+        task.woken_at = Some(now);
+        task.vruntime = task.vruntime.max(min_v.saturating_sub(SLEEPER_CREDIT));
+        let v = task.vruntime;
+        self.cpus[dest as usize].rq.push(t);
+        match self.cpus[dest as usize].curr {
+            None => self.switch_to_next(dest, now, None, 0),
+            Some(c) => {
+                let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
+                if running_v > v + WAKEUP_GRANULARITY {
+                    self.preempt(dest, now);
+                }
+            }
+        }
+    }
+
+    fn min_vruntime(&mut self, cpu: u32) -> u64 {
+        let c = &self.cpus[cpu as usize];
+        let v = c
+            .curr
+            .iter()
+            .chain(c.rq.iter())
+            .map(|&t| self.tasks[t].vruntime)
+            .min()
+            .unwrap_or(c.min_vruntime);
+        let c = &mut self.cpus[cpu as usize];
+        c.min_vruntime = c.min_vruntime.max(v);
+        c.min_vruntime
+    }
+
+    /// Moves a waiting task of `from` to the idle `to`; returns it.
+    fn pull(&mut self, from: u32, to: u32, now: u64) -> Option<usize> {
+        let rq = &mut self.cpus[from as usize].rq;
+        let t = rq.pop()?;
+        let task = &self.tasks[t];
+        let kind = EventKind::Migrate {
+            comm: task.comm,
+            pid: task.pid,
+            prio: 120,
+            orig_cpu: from as i32,
+            dest_cpu: to as i32,
+        };
+        self.emit(now, to, 0, kind);
+        let p = self.penalty(from, to);
+        self.tasks[t].debt += p;
+        self.tasks[t].cpu = to;
+        self.result.penalty_ns += p;
+        crate::replay::place(&mut self.result.balance_migrations, &self.m.topo, from, to);
+        Some(t)
+    }
+
+    /// The busiest CPU of a span by waiting tasks, if any has one waiting.
+    fn busiest(&self, span: &[u32], except: u32) -> Option<u32> {
+        span.iter()
+            .copied()
+            .filter(|&c| c != except && !self.cpus[c as usize].rq.is_empty())
+            .max_by_key(|&c| (self.cpus[c as usize].rq.len(), Reverse(c)))
+    }
+
+    /// sched_balance_newidle: domain by domain outwards, as far as the policy reaches,
+    /// skipped when the CPU's recent idle periods were shorter than a migration costs.
+    fn newidle(&mut self, cpu: u32, now: u64) -> Option<usize> {
+        let avg_idle = self.m.cpus.get(cpu as usize).map_or(0, |c| c.avg_idle);
+        if avg_idle < MIGRATION_COST {
+            return None;
+        }
+        let reach = self.policy.newidle_reach();
+        for li in 0..self.topo_levels[cpu as usize].len() {
+            let l = &self.topo_levels[cpu as usize][li];
+            let allowed = match reach {
+                NewidleReach::All => true,
+                NewidleReach::BelowNuma => !l.numa,
+                NewidleReach::Llc => matches!(l.name, "smt" | "cluster" | "llc"),
+            };
+            if !allowed {
+                break;
+            }
+            let name = l.name;
+            if let Some(from) = self.busiest(&l.span, cpu) {
+                let t = self.pull(from, cpu, now)?;
+                *self
+                    .result
+                    .newidle_pulls
+                    .entry(name.to_string())
+                    .or_default() += 1;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Periodic balance: LLC statistics for SIS_UTIL, and idle CPUs pull waiting tasks
+    /// from the nearest busy domain (nohz idle balance), NUMA domains included.
+    fn balance(&mut self, now: u64) {
+        let llcs: Vec<(u32, Vec<u32>)> = self
+            .m
+            .topo
+            .llc_cpus
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        for (llc, cpus) in &llcs {
+            for &c in cpus {
+                self.m.refresh(c, now);
+            }
+            let seen = LlcBalance {
+                weight: cpus.len() as u32,
+                sum_util: cpus.iter().map(|&c| self.m.cpu_util(c)).sum(),
+                idle_cpus: cpus.iter().filter(|&&c| self.m.is_idle(c)).count() as u32,
+            };
+            self.policy.on_llc_balance(*llc, &seen);
+        }
+        for cpu in 0..self.cpus.len() as u32 {
+            if self.cpus[cpu as usize].curr.is_some() {
+                continue;
+            }
+            let from = self.topo_levels[cpu as usize]
+                .iter()
+                .find_map(|l| self.busiest(&l.span, cpu));
+            if let Some(from) = from {
+                if let Some(t) = self.pull(from, cpu, now) {
+                    self.cpus[cpu as usize].rq.push(t);
+                    self.switch_to_next(cpu, now, None, 0);
+                }
+            }
+        }
+    }
+}

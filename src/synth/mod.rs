@@ -1,0 +1,258 @@
+//! Workload models after the seeds' benchmarks, for the closed-loop simulator: each task
+//! is a loop of steps (run for a while, wake a task, sleep until woken or for a time).
+//! Run times are the model's: a request or a message costs a few microseconds of CPU on
+//! the loopback path, as the seeds' netperf and hackbench runs imply; they are documented
+//! per workload, not tuned per experiment.
+
+/// One step of a task's loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Use the CPU for this many ns.
+    Run(u64),
+    /// Wake a task (index into the workload's tasks); `sync` as WF_SYNC (the waker is
+    /// about to sleep: pipe and socket writes).
+    Wake { task: usize, sync: bool },
+    /// Block until woken. A wakeup that came while the task ran is kept, as data left in
+    /// a pipe is: the sleep then returns at once.
+    Sleep,
+    /// Block for this many ns; a timer wakes the task from interrupt context.
+    SleepFor(u64),
+    /// One unit of work done (a transaction, a message, a loop), for throughput.
+    Count,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    pub comm: String,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    /// What one counted unit is.
+    pub unit: &'static str,
+    pub tasks: Vec<TaskSpec>,
+}
+
+pub struct WorkloadInfo {
+    pub name: &'static str,
+    pub doc: &'static str,
+}
+
+pub const WORKLOADS: &[WorkloadInfo] = &[
+    WorkloadInfo {
+        name: "netperf-tcp-rr",
+        doc: "N client/server pairs over loopback TCP: the client runs 4 us to send a \
+              request and wakes its server (sync), the server runs 6 us and wakes the \
+              client back; one transaction per round trip",
+    },
+    WorkloadInfo {
+        name: "netperf-udp-rr",
+        doc: "as netperf-tcp-rr with UDP's shorter paths: 3 us client, 4 us server",
+    },
+    WorkloadInfo {
+        name: "tbench",
+        doc: "N client/server pairs with longer bursts: 30 us client, 60 us server",
+    },
+    WorkloadInfo {
+        name: "hackbench",
+        doc: "groups of 20 senders and 20 receivers (threads = tasks): a sender runs 2 us \
+              per message to each receiver of its group, then sleeps until a receiver \
+              has read (pipe space freed); a receiver runs 3 us per message and wakes its \
+              sender",
+    },
+    WorkloadInfo {
+        name: "schbench",
+        doc: "message threads each with workers (threads = workers, 8 per message \
+              thread): a message thread runs 2 us and wakes each of its workers; a worker \
+              runs 30 us of work and wakes its message thread",
+    },
+    WorkloadInfo {
+        name: "spin",
+        doc: "N CPU-bound tasks that never sleep (for tests of fair sharing)",
+    },
+];
+
+const US: u64 = 1_000;
+
+fn pairs(name: &str, n: usize, client_ns: u64, server_ns: u64) -> Workload {
+    let mut tasks = Vec::with_capacity(2 * n);
+    for i in 0..n {
+        let (c, s) = (2 * i, 2 * i + 1);
+        tasks.push(TaskSpec {
+            comm: format!("{name}-c{i}"),
+            steps: vec![
+                Step::Run(client_ns),
+                Step::Wake {
+                    task: s,
+                    sync: true,
+                },
+                Step::Sleep,
+                Step::Count,
+            ],
+        });
+        tasks.push(TaskSpec {
+            comm: format!("{name}-s{i}"),
+            steps: vec![
+                Step::Sleep,
+                Step::Run(server_ns),
+                Step::Wake {
+                    task: c,
+                    sync: true,
+                },
+            ],
+        });
+    }
+    Workload {
+        name: name.into(),
+        unit: "transactions",
+        tasks,
+    }
+}
+
+fn hackbench(threads: usize) -> Workload {
+    const HALF: usize = 20;
+    let groups = threads.div_ceil(2 * HALF).max(1);
+    let mut tasks = Vec::new();
+    for g in 0..groups {
+        let base = g * 2 * HALF;
+        let receivers: Vec<usize> = (base + HALF..base + 2 * HALF).collect();
+        for s in 0..HALF {
+            let mut steps = Vec::new();
+            for &r in &receivers {
+                steps.push(Step::Run(2 * US));
+                steps.push(Step::Wake {
+                    task: r,
+                    sync: true,
+                });
+            }
+            steps.push(Step::Sleep);
+            steps.push(Step::Count);
+            tasks.push(TaskSpec {
+                comm: format!("hackbench-s{}", base + s),
+                steps,
+            });
+        }
+        for r in 0..HALF {
+            // Each receiver reads from every sender in turn and frees its pipe space.
+            let sender = base + r;
+            tasks.push(TaskSpec {
+                comm: format!("hackbench-r{}", base + HALF + r),
+                steps: vec![
+                    Step::Sleep,
+                    Step::Run(3 * US),
+                    Step::Wake {
+                        task: sender,
+                        sync: true,
+                    },
+                ],
+            });
+        }
+    }
+    Workload {
+        name: "hackbench".into(),
+        unit: "sender rounds",
+        tasks,
+    }
+}
+
+fn schbench(threads: usize) -> Workload {
+    const WORKERS: usize = 8;
+    let groups = threads.div_ceil(WORKERS).max(1);
+    let mut tasks = Vec::new();
+    for g in 0..groups {
+        let msg = tasks.len();
+        let workers: Vec<usize> = (msg + 1..=msg + WORKERS).collect();
+        let mut steps = vec![Step::Run(2 * US)];
+        for &w in &workers {
+            steps.push(Step::Wake {
+                task: w,
+                sync: false,
+            });
+        }
+        steps.push(Step::Sleep);
+        tasks.push(TaskSpec {
+            comm: format!("schbench-m{g}"),
+            steps,
+        });
+        for w in 0..WORKERS {
+            tasks.push(TaskSpec {
+                comm: format!("schbench-w{g}-{w}"),
+                steps: vec![
+                    Step::Sleep,
+                    Step::Run(30 * US),
+                    Step::Count,
+                    Step::Wake {
+                        task: msg,
+                        sync: false,
+                    },
+                ],
+            });
+        }
+    }
+    Workload {
+        name: "schbench".into(),
+        unit: "requests",
+        tasks,
+    }
+}
+
+/// Builds a workload with `threads` threads (pairs for the request/response ones).
+pub fn build(name: &str, threads: usize) -> Result<Workload, String> {
+    let n = threads.max(1);
+    Ok(match name {
+        "netperf-tcp-rr" => pairs(name, n, 4 * US, 6 * US),
+        "netperf-udp-rr" => pairs(name, n, 3 * US, 4 * US),
+        "tbench" => pairs(name, n, 30 * US, 60 * US),
+        "hackbench" => hackbench(n),
+        "schbench" => schbench(n),
+        "spin" => Workload {
+            name: name.into(),
+            unit: "ms of CPU",
+            tasks: (0..n)
+                .map(|i| TaskSpec {
+                    comm: format!("spin-{i}"),
+                    steps: vec![Step::Run(1_000 * US), Step::Count],
+                })
+                .collect(),
+        },
+        other => {
+            let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+            return Err(format!(
+                "unknown workload {other:?}; known: {}",
+                known.join(", ")
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        let w = build("netperf-tcp-rr", 3).unwrap();
+        assert_eq!(w.tasks.len(), 6);
+        assert_eq!(
+            w.tasks[0].steps[1],
+            Step::Wake {
+                task: 1,
+                sync: true
+            }
+        );
+        assert_eq!(
+            w.tasks[1].steps[2],
+            Step::Wake {
+                task: 0,
+                sync: true
+            }
+        );
+        let h = build("hackbench", 40).unwrap();
+        assert_eq!(h.tasks.len(), 40);
+        let s = build("schbench", 16).unwrap();
+        assert_eq!(s.tasks.len(), 18);
+        assert!(build("nope", 1).unwrap_err().contains("netperf-tcp-rr"));
+    }
+}

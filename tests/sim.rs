@@ -1,0 +1,172 @@
+//! The closed-loop simulator on cases whose outcome can be worked out by hand.
+
+use sisreplay::policy::sis::TimeModel;
+use sisreplay::presets;
+use sisreplay::sim::{Penalty, Sim, SimOptions, SimResult};
+use sisreplay::synth::{self, Step, TaskSpec, Workload};
+use sisreplay::topology::Topology;
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+fn run(w: Workload, topology: Topology, policy: &str, duration_ns: u64) -> SimResult {
+    run_with(w, topology, policy, duration_ns, Penalty::default())
+}
+
+fn run_with(
+    w: Workload,
+    topology: Topology,
+    policy: &str,
+    duration_ns: u64,
+    penalty: Penalty,
+) -> SimResult {
+    let sim = Sim::new(
+        w,
+        SimOptions {
+            topology,
+            policy: policy.into(),
+            duration_ns,
+            time: TimeModel::default(),
+            penalty,
+            record: false,
+        },
+    )
+    .unwrap();
+    sim.run().0
+}
+
+fn preset(name: &str) -> Topology {
+    let p = presets::lookup(name).unwrap();
+    p.shape.topology(p.name)
+}
+
+/// Two ping-pong pairs on four idle CPUs: every wakee finds an idle CPU at once, so no
+/// wakeup ever waits; each pair does one transaction per 4 + 6 us of work plus the
+/// little search and cache-refill time it pays, about 99 K/s.
+#[test]
+fn ping_pong_pairs_on_idle_cpus_never_queue() {
+    let r = run(
+        synth::build("netperf-tcp-rr", 2).unwrap(),
+        Topology::flat(4),
+        "sis_util",
+        50 * MS,
+    );
+    assert!(r.wakeups > 19_000, "{}", r.wakeups);
+    assert_eq!(r.latency.max, 0, "a wakee waited");
+    let per_pair = r.throughput_per_s / 2.0;
+    let work_ns = 10_000.0 + (r.search_ns_total + r.penalty_ns) as f64 / r.units as f64;
+    assert!(
+        (per_pair - 1e9 / work_ns).abs() / per_pair < 0.01,
+        "{per_pair} vs {}",
+        1e9 / work_ns
+    );
+    // Two CPUs' worth of work on four.
+    assert!((r.busy_pct - 50.0).abs() < 1.0, "{}", r.busy_pct);
+}
+
+/// CPU-bound tasks: as many as CPUs keep every CPU busy; twice as many share them
+/// fairly, each getting half a CPU.
+#[test]
+fn cpu_bound_tasks_keep_every_cpu_busy_and_share_fairly() {
+    let r = run(
+        synth::build("spin", 4).unwrap(),
+        Topology::flat(4),
+        "sis_util",
+        100 * MS,
+    );
+    assert!(r.busy_pct > 99.99, "{}", r.busy_pct);
+    // Each spinner counts one unit per ms of CPU: 4 CPUs x 100 ms.
+    assert!((396..=400).contains(&r.units), "{}", r.units);
+    let r = run(
+        synth::build("spin", 8).unwrap(),
+        Topology::flat(4),
+        "sis_util",
+        100 * MS,
+    );
+    assert!(r.busy_pct > 99.99);
+    assert!((392..=400).contains(&r.units), "{}", r.units);
+}
+
+/// A task that wakes with about as much vruntime as the running one is not ahead of it
+/// by the wakeup granularity, so it waits for the running task's slice: alone on the
+/// queue when it started, the spinner has the whole sched_latency of 6 ms, and the wakee
+/// that slept 10 us waits the 5.99 ms left of it.
+#[test]
+fn a_wakeup_onto_a_busy_cpu_waits_for_the_current_slice() {
+    let w = Workload {
+        name: "slice".into(),
+        unit: "rounds",
+        tasks: vec![
+            TaskSpec {
+                comm: "spinner".into(),
+                steps: vec![Step::Run(50 * MS)],
+            },
+            TaskSpec {
+                comm: "sleeper".into(),
+                steps: vec![Step::Run(5 * MS), Step::SleepFor(10 * US), Step::Count],
+            },
+        ],
+    };
+    let r = run(w, Topology::flat(1), "sis_util", 200 * MS);
+    assert!(r.wakeups >= 10, "{}", r.wakeups);
+    assert_eq!(r.latency.p50, 6 * MS - 10 * US);
+    assert_eq!(r.latency.max, 6 * MS - 10 * US);
+}
+
+/// Every migration is charged its refill penalty by distance; with a larger penalty the
+/// same load gets less done.
+#[test]
+fn migrations_are_charged_their_penalty() {
+    let topo = preset("x86-40");
+    let w = || synth::build("hackbench", 80).unwrap();
+    let p = Penalty::default();
+    let r = run_with(w(), topo.clone(), "sis_util", 50 * MS, p);
+    let moves = |pl: &sisreplay::metrics::Placements| {
+        pl.same_llc * p.same_llc_ns
+            + pl.cross_llc * p.cross_llc_ns
+            + pl.cross_numa * p.cross_numa_ns
+    };
+    // x86-40's two LLCs are its two NUMA nodes: moves are same-LLC or cross-node.
+    assert!(
+        r.placements.same_llc > 0 && r.placements.cross_numa + r.balance_migrations.cross_numa > 0,
+        "{:?} {:?}",
+        r.placements,
+        r.balance_migrations
+    );
+    assert_eq!(
+        r.penalty_ns,
+        moves(&r.placements) + moves(&r.balance_migrations)
+    );
+    let dear = Penalty {
+        same_llc_ns: 20_000,
+        cross_llc_ns: 100_000,
+        cross_numa_ns: 250_000,
+    };
+    let r2 = run_with(w(), topo, "sis_util", 50 * MS, dear);
+    assert!(r2.units < r.units, "{} vs {}", r2.units, r.units);
+}
+
+/// Seed 002: with newidle balance kept off NUMA domains, an idle CPU of a Kunpeng 920
+/// never pulls across nodes at newidle, while the default does under the same load.
+#[test]
+fn newidle_llc_makes_no_cross_node_newidle_pulls() {
+    let numa_pulls = |policy: &str| {
+        let r = run(
+            synth::build("hackbench", 256).unwrap(),
+            preset("kunpeng920"),
+            policy,
+            50 * MS,
+        );
+        assert!(
+            r.newidle_pulls.values().sum::<u64>() > 0,
+            "{policy}: no newidle pull at all"
+        );
+        r.newidle_pulls
+            .iter()
+            .filter(|(level, _)| matches!(level.as_str(), "package" | "machine"))
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    assert!(numa_pulls("sis_util") > 0);
+    assert_eq!(numa_pulls("newidle_llc"), 0);
+}
