@@ -47,6 +47,9 @@ enum Command {
     /// Replay each trace with the policy of the kernel that recorded it and print how
     /// often the model picked the kernel's CPU, by path, with cross-LLC placements.
     Fidelity(FidelityArgs),
+    /// Simulate a workload model on a machine (a preset, here, or a JSON description)
+    /// under each policy and load level, closed loop; writes one bundle per step.
+    Synth(SynthArgs),
     /// List the machine presets (the seeds' test machines), or print one as the JSON
     /// that --machine reads.
     Machines(MachinesArgs),
@@ -190,6 +193,42 @@ struct ReportArgs {
     /// Directory that holds bundles
     #[arg(long = "traces-dir", default_value = "traces")]
     pub traces_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct SynthArgs {
+    /// A preset (`sisreplay machines`), `here`, or a JSON machine description
+    #[arg(long, default_value = "x86-40")]
+    pub machine: String,
+    /// netperf-tcp-rr, netperf-udp-rr, tbench, hackbench, schbench, spin
+    #[arg(long, default_value = "netperf-tcp-rr")]
+    pub workload: String,
+    /// Load as a share of the CPUs: 50% or a range in steps of 25%, 25%..200%
+    #[arg(long, conflicts_with = "threads")]
+    pub load: Option<String>,
+    /// Load as a thread count (pairs for netperf and tbench)
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Virtual time measured per step
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// Virtual time simulated before measuring (PELT and SIS_UTIL settle)
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub warmup: std::time::Duration,
+    /// Policies, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    pub policy: Vec<String>,
+    /// Output directory [default: traces/]; with one load step and one policy, the bundle
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Simulate only; write no bundle
+    #[arg(long)]
+    pub no_bundle: bool,
+    /// Threads to run the steps on [default: the CPUs available]
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -699,6 +738,106 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn run_synth(args: SynthArgs) -> ExitCode {
+    use sisreplay::sim::steps::{self, SynthOptions};
+    let topology = match machine(Some(&args.machine)) {
+        Ok(Some(t)) => t,
+        Ok(None) => unreachable!("a machine was named"),
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = sisreplay::synth::build(&args.workload, 1) {
+        return fail(e);
+    }
+    for p in &args.policy {
+        if let Err(e) = sisreplay::policy::build(p) {
+            return fail(e);
+        }
+    }
+    let cpus = topology.cpus.len() as u32;
+    let load_steps = match steps::load_steps(args.load.as_deref(), args.threads, cpus) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let single = load_steps.len() == 1 && args.policy.len() == 1;
+    let out_dir = (!args.no_bundle).then(|| args.output.clone().unwrap_or_else(|| "traces".into()));
+    let machine_name = Path::new(&args.machine)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| args.machine.clone());
+    let o = SynthOptions {
+        machine_name,
+        topology,
+        workload: args.workload.clone(),
+        steps: load_steps,
+        policies: args.policy.clone(),
+        duration_ns: args.duration.as_nanos().min(u64::MAX as u128) as u64,
+        warmup_ns: args.warmup.as_nanos().min(u64::MAX as u128) as u64,
+        out_is_bundle: single && args.output.is_some(),
+        out_dir,
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    let results = match steps::run(&o) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("serialises")
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "{} on {} ({} CPUs), {} measured after {} of warmup per step",
+        args.workload,
+        args.machine,
+        cpus,
+        humantime(o.duration_ns),
+        humantime(o.warmup_ns)
+    );
+    println!(
+        "{:<8} {:>7} {:<12} {:>11} {:>8} {:>8} {:>7} {:>6} {:>7}",
+        "load", "threads", "policy", "units/s", "p50 us", "p99 us", "se_eff%", "scan", "xLLC%"
+    );
+    for r in &results {
+        let s = &r.result;
+        let scan = s.counters.scanned as f64 / s.counters.search.max(1) as f64;
+        let p = &s.placements;
+        let cross = p.cross_llc + p.cross_numa;
+        println!(
+            "{:<8} {:>7} {:<12} {:>11.0} {:>8.1} {:>8.1} {:>7.2} {:>6.2} {:>7.2}",
+            r.step.label,
+            r.step.threads,
+            s.policy.chars().take(12).collect::<String>(),
+            s.throughput_per_s,
+            s.latency.p50 as f64 / 1e3,
+            s.latency.p99 as f64 / 1e3,
+            s.derived.se_eff,
+            scan,
+            100.0 * cross as f64 / s.wakeups.max(1) as f64
+        );
+    }
+    let written: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.bundle.as_ref().map(|b| b.display().to_string()))
+        .collect();
+    if !written.is_empty() {
+        println!("bundles: {}", written.join(" "));
+    }
+    ExitCode::SUCCESS
+}
+
+/// 100ms, 2s: a duration as the command line takes it.
+fn humantime(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else {
+        format!("{}ms", ns / 1_000_000)
+    }
+}
+
 fn show_machines(args: MachinesArgs) -> ExitCode {
     use sisreplay::presets::PRESETS;
     match args.name.as_deref() {
@@ -868,6 +1007,7 @@ fn main() -> ExitCode {
         Command::Report(a) => run_report(a),
         Command::Fidelity(a) => run_fidelity(a),
         Command::Machines(a) => show_machines(a),
+        Command::Synth(a) => run_synth(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
     }

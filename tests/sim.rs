@@ -25,6 +25,7 @@ fn run_with(
         SimOptions {
             topology,
             policy: policy.into(),
+            warmup_ns: 0,
             duration_ns,
             time: TimeModel::default(),
             penalty,
@@ -169,4 +170,69 @@ fn newidle_llc_makes_no_cross_node_newidle_pulls() {
     };
     assert!(numa_pulls("sis_util") > 0);
     assert_eq!(numa_pulls("newidle_llc"), 0);
+}
+
+/// `sisreplay synth` writes a bundle per step that every command reads; replaying it with
+/// the policy that placed its wakeups takes every decision the simulator took, since
+/// both run the same placement code on the same reconstructed machine.
+#[test]
+fn synth_bundles_replay_to_the_simulated_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_sisreplay");
+    let o = std::process::Command::new(bin)
+        .args([
+            "synth",
+            "--machine",
+            "x86-40",
+            "--workload",
+            "hackbench",
+            "--threads",
+            "60",
+        ])
+        .args([
+            "--duration",
+            "20ms",
+            "--warmup",
+            "20ms",
+            "--policy",
+            "sis_util,sis_prop,no_limit",
+        ])
+        .arg("-o")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("60 threads")).count(),
+        3,
+        "{text}"
+    );
+    for policy in ["sis_util", "sis_prop", "no_limit"] {
+        let b = dir
+            .path()
+            .join(format!("synth-x86-40-hackbench-60-{policy}"));
+        let meta = sisreplay::bundle::read_meta(&b).unwrap();
+        assert_eq!(meta.nr_cpus, 40);
+        assert!(!meta.topology_assumed);
+        let sim: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(b.join("results/sim.json")).unwrap())
+                .unwrap();
+        let mut src = sisreplay::trace::open(&b).unwrap();
+        let r = sisreplay::replay::replay(
+            src.as_mut(),
+            Some(&meta),
+            sisreplay::replay::ReplayOptions {
+                policies: vec![],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.as_kernel, policy);
+        let f = r.policies[0].fidelity.as_ref().unwrap();
+        assert!(f.decisions > 1000, "{policy}: {}", f.decisions);
+        assert_eq!(f.agree, f.decisions, "{policy}: {:.3}%", f.agreement_pct());
+        // The warmup's wakeups are in the bundle too; the measured ones are fewer.
+        assert!(sim["wakeups"].as_u64().unwrap() < f.decisions);
+    }
 }

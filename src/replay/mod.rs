@@ -7,11 +7,12 @@
 //! (the sched_wakeup that follows, possibly later and on the target CPU when it went
 //! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
 
+pub mod balance;
 pub mod results;
 pub mod select;
 pub mod text;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 
 use serde::Serialize;
@@ -21,7 +22,7 @@ use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
 use crate::policy::sis::{select_idle_sibling, TimeModel};
-use crate::policy::{self, LlcBalance, Policy, PolicyError};
+use crate::policy::{self, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
 use crate::topology::Topology;
 use crate::trace::{Event, EventKind, EventSource, TraceError};
@@ -465,8 +466,7 @@ pub fn replay(
         .iter()
         .map(|(k, v)| (*k, v.clone()))
         .collect();
-    let mut next_balance: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut caploads = vec![1023u32; m.topo.nr_cpus as usize];
+    let mut balancer = balance::Balancer::new(&m);
     let mut ahead: VecDeque<Event> = VecDeque::new();
     let mut batch = Vec::with_capacity(4096);
     let mut done = false;
@@ -518,36 +518,11 @@ pub fn replay(
         let now = e.ts;
         first_seen.get_or_insert(now);
         last_seen = now;
-        // Periodic balance of each LLC at its interval: weight ms when it has an idle CPU,
-        // busy_factor (16) times that when not.
-        for (llc, cpus) in &llcs {
-            let due = next_balance.entry(*llc).or_insert(now);
-            if now >= *due {
-                for &c in cpus {
-                    m.refresh(c, now);
-                }
-                let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
-                let seen = LlcBalance {
-                    weight: cpus.len() as u32,
-                    sum_util: cpus.iter().map(|&c| m.cpu_util(c)).sum(),
-                    idle_cpus: idle,
-                };
-                // update_cpu_capacity runs with the balance: caploads for CAS.
-                let max_cap = (0..m.topo.nr_cpus)
-                    .map(|c| m.capacity(c))
-                    .max()
-                    .unwrap_or(1024);
-                for (c, cl) in caploads.iter_mut().enumerate() {
-                    *cl = crate::policy::cas::capload(m.capacity(c as u32), 1024.max(max_cap));
-                }
-                for r in running.iter_mut() {
-                    r.policy.on_llc_balance(*llc, &seen);
-                    r.policy.on_capacities(&caploads, now);
-                }
-                let ms = cpus.len() as u64 * if idle > 0 { 1 } else { 16 };
-                *due = now + ms * 1_000_000;
-            }
-        }
+        balancer.tick(
+            &mut m,
+            running.iter_mut().map(|r| &mut r.policy).collect(),
+            now,
+        );
         if let EventKind::Waking(w) = &e.kind {
             result.wakings += 1;
             let waker_cpu = e.cpu;
@@ -638,7 +613,7 @@ pub fn replay(
                             r.policy.as_mut(),
                             &wakee,
                             &opts.time,
-                            &caploads,
+                            &balancer.caploads,
                             explain,
                         );
                         let pm = &mut r.metrics;

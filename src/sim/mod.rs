@@ -6,14 +6,16 @@
 //! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
 //! placed at most 3 ms behind min_vruntime and preempting the current task when it is
 //! more than the wakeup granularity (1 ms) behind it. Idle CPUs pull a waiting task at
-//! newidle balance (reach limited by the policy, seed 002) and at the periodic balance
-//! every 4 ms, which also feeds SIS_UTIL its LLC statistics.
+//! newidle balance (reach limited by the policy, seed 002) and at an idle balance every
+//! 4 ms; the policies get their LLC statistics on replay's schedule.
 //!
 //! The simulator emits the tracepoints a kernel would (sched_waking, sched_migrate_task,
 //! sched_wakeup, sched_switch, sched_wakeup_new) and keeps the same reconstructed machine
 //! state as decision replay by applying them, so placement goes through the very code
 //! replay uses (select_task_rq_fair's target, then select_idle_sibling), and the events
 //! make a bundle every other command reads.
+
+pub mod steps;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -23,7 +25,8 @@ use serde::Serialize;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Log2Hist, Placements};
 use crate::policy::sis::{select_idle_sibling, SisCounters, TimeModel};
-use crate::policy::{self, LlcBalance, NewidleReach, Policy, PolicyError};
+use crate::policy::{self, NewidleReach, Policy, PolicyError};
+use crate::replay::balance::Balancer;
 use crate::replay::select::{choose_target, note_recent_used, Waking};
 use crate::state::{Change, Machine, Topo};
 use crate::synth::{Step, Workload};
@@ -65,6 +68,10 @@ impl Default for Penalty {
 pub struct SimOptions {
     pub topology: Topology,
     pub policy: String,
+    /// Virtual time simulated before measuring: PELT signals (and SIS_UTIL's view of
+    /// the LLC's utilisation) need a few half-lives of 32 ms to settle.
+    pub warmup_ns: u64,
+    /// Virtual time measured after the warmup.
     pub duration_ns: u64,
     pub time: TimeModel,
     pub penalty: Penalty,
@@ -78,6 +85,7 @@ pub struct SimResult {
     pub policy: String,
     pub tasks: usize,
     pub nr_cpus: u32,
+    pub warmup_ns: u64,
     pub duration_ns: u64,
     pub unit: &'static str,
     pub units: u64,
@@ -166,7 +174,7 @@ pub struct Sim {
     m: Machine,
     policy: Box<dyn Policy>,
     opts: SimOptions,
-    caploads: Vec<u32>,
+    balancer: Balancer,
     events: Vec<Event>,
     latencies: Vec<u32>,
     result: SimResult,
@@ -263,6 +271,7 @@ impl Sim {
             policy: opts.policy.clone(),
             tasks: workload.tasks.len(),
             nr_cpus: nr,
+            warmup_ns: opts.warmup_ns,
             duration_ns: opts.duration_ns,
             unit: workload.unit,
             units: 0,
@@ -281,16 +290,17 @@ impl Sim {
             penalties: opts.penalty,
             time_model: opts.time,
         };
+        let m = Machine::new(topo);
         Ok(Sim {
+            balancer: Balancer::new(&m),
+            m,
             topo_levels,
             workload,
             tasks,
             cpus: (0..nr).map(|_| Cpu::default()).collect(),
             heap: BinaryHeap::new(),
             seq: 0,
-            m: Machine::new(topo),
             policy,
-            caploads: vec![1023; nr as usize],
             events: Vec::new(),
             latencies: Vec::new(),
             result,
@@ -354,10 +364,18 @@ impl Sim {
             self.switch_to_next(c, 0, None, 0);
         }
         self.schedule(BALANCE_INTERVAL, Ev::Balance);
+        let warmup = self.opts.warmup_ns;
+        let end = warmup + self.opts.duration_ns;
+        let mut busy_at_warmup: Option<Vec<u64>> = (warmup == 0).then(|| vec![0; self.cpus.len()]);
         while let Some(Reverse((now, _, ev))) = self.heap.pop() {
-            if now > self.opts.duration_ns {
+            if now > end {
                 break;
             }
+            if busy_at_warmup.is_none() && now >= warmup {
+                busy_at_warmup = Some(self.reset_metrics(warmup));
+            }
+            // SIS_UTIL's and CAS's view of the machine, on replay's schedule.
+            self.balancer.tick(&mut self.m, vec![&mut self.policy], now);
             match ev {
                 Ev::Stint { cpu, gen } => {
                     if self.cpus[cpu as usize].gen == gen {
@@ -371,7 +389,7 @@ impl Sim {
                 }
             }
         }
-        let end = self.opts.duration_ns;
+        let busy_at_warmup = busy_at_warmup.unwrap_or_else(|| self.reset_metrics(warmup));
         for c in 0..self.cpus.len() {
             if let Some(t) = self.cpus[c].curr {
                 let ran = end.saturating_sub(self.cpus[c].started);
@@ -379,13 +397,39 @@ impl Sim {
                 self.tasks[t].vruntime += ran;
             }
         }
+        let measured = self.opts.duration_ns.max(1);
         let r = &mut self.result;
-        r.throughput_per_s = r.units as f64 / (end as f64 / 1e9);
+        r.throughput_per_s = r.units as f64 / (measured as f64 / 1e9);
         r.latency = Percentiles::of(&mut self.latencies);
         r.derived = Derived::of(&r.counters);
-        let busy: u64 = self.cpus.iter().map(|c| c.busy_ns).sum();
-        r.busy_pct = 100.0 * busy as f64 / (end as f64 * self.cpus.len() as f64);
+        let busy: u64 = self
+            .cpus
+            .iter()
+            .zip(&busy_at_warmup)
+            .map(|(c, b)| c.busy_ns - b)
+            .sum();
+        r.busy_pct = 100.0 * busy as f64 / (measured as f64 * self.cpus.len() as f64);
         (self.result, self.events)
+    }
+
+    /// Starts measuring at `at`: counters back to zero; returns each CPU's busy time so
+    /// far (a running task's stint counted up to `at`), to subtract at the end.
+    fn reset_metrics(&mut self, at: u64) -> Vec<u64> {
+        let r = &mut self.result;
+        r.units = 0;
+        r.wakeups = 0;
+        r.latency_us = Log2Hist::default();
+        r.counters = SisCounters::default();
+        r.search_ns_total = 0;
+        r.placements = Placements::default();
+        r.balance_migrations = Placements::default();
+        r.newidle_pulls.clear();
+        r.penalty_ns = 0;
+        self.latencies.clear();
+        self.cpus
+            .iter()
+            .map(|c| c.busy_ns + c.curr.map_or(0, |_| at.saturating_sub(c.started)))
+            .collect()
     }
 
     /// The task with the least vruntime waiting on `cpu`, removed from its queue.
@@ -571,7 +615,7 @@ impl Sim {
             self.policy.as_mut(),
             &chosen.wakee,
             &self.opts.time,
-            &self.caploads,
+            &self.balancer.caploads,
             false,
         );
         note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
@@ -694,27 +738,9 @@ impl Sim {
         None
     }
 
-    /// Periodic balance: LLC statistics for SIS_UTIL, and idle CPUs pull waiting tasks
-    /// from the nearest busy domain (nohz idle balance), NUMA domains included.
+    /// Periodic idle balance: idle CPUs pull a waiting task from the nearest busy
+    /// domain (nohz idle balance), NUMA domains included.
     fn balance(&mut self, now: u64) {
-        let llcs: Vec<(u32, Vec<u32>)> = self
-            .m
-            .topo
-            .llc_cpus
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
-        for (llc, cpus) in &llcs {
-            for &c in cpus {
-                self.m.refresh(c, now);
-            }
-            let seen = LlcBalance {
-                weight: cpus.len() as u32,
-                sum_util: cpus.iter().map(|&c| self.m.cpu_util(c)).sum(),
-                idle_cpus: cpus.iter().filter(|&&c| self.m.is_idle(c)).count() as u32,
-            };
-            self.policy.on_llc_balance(*llc, &seen);
-        }
         for cpu in 0..self.cpus.len() as u32 {
             if self.cpus[cpu as usize].curr.is_some() {
                 continue;

@@ -1,0 +1,222 @@
+//! `sisreplay synth`: one simulation per load step and policy, in parallel, each written
+//! as a bundle (events.parquet and meta.json like a capture's, the result in
+//! results/sim.json) so every other command reads it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Penalty, Sim, SimOptions, SimResult};
+use crate::bundle::{self, ImportOptions};
+use crate::policy::sis::TimeModel;
+use crate::synth;
+use crate::topology::Topology;
+use crate::trace::stream::VecSource;
+use crate::trace::SourceInfo;
+
+/// One load level: its label and the workload's thread count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadStep {
+    pub label: String,
+    pub threads: usize,
+}
+
+/// `--load 50%`, `--load 25%..200%` (steps of 25 % of the CPUs, as the seeds' tables) or
+/// `--threads N`.
+pub fn load_steps(
+    load: Option<&str>,
+    threads: Option<usize>,
+    cpus: u32,
+) -> Result<Vec<LoadStep>, String> {
+    if let Some(n) = threads {
+        if n == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        return Ok(vec![LoadStep {
+            label: format!("{n} threads"),
+            threads: n,
+        }]);
+    }
+    let text = load.unwrap_or("100%");
+    let pct = |s: &str| -> Result<u32, String> {
+        s.trim()
+            .strip_suffix('%')
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("--load {text:?}: expected P% or A%..B%, e.g. 25%..200%"))
+    };
+    let (lo, hi) = match text.split_once("..") {
+        Some((a, b)) => (pct(a)?, pct(b)?),
+        None => (pct(text)?, pct(text)?),
+    };
+    if hi < lo {
+        return Err(format!("--load {text:?}: the range runs backwards"));
+    }
+    let mut out = Vec::new();
+    let mut p = lo;
+    while p <= hi {
+        out.push(LoadStep {
+            label: format!("{p}%"),
+            threads: ((cpus as u64 * p as u64).div_ceil(100)).max(1) as usize,
+        });
+        p += 25;
+    }
+    Ok(out)
+}
+
+pub struct SynthOptions {
+    pub machine_name: String,
+    pub topology: Topology,
+    pub workload: String,
+    pub steps: Vec<LoadStep>,
+    pub policies: Vec<String>,
+    pub warmup_ns: u64,
+    pub duration_ns: u64,
+    /// Bundles go here, one per step and policy; None writes none.
+    pub out_dir: Option<PathBuf>,
+    /// With one step and one policy, `out_dir` is the bundle itself.
+    pub out_is_bundle: bool,
+    pub jobs: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepResult {
+    pub step: LoadStep,
+    pub result: SimResult,
+    pub bundle: Option<PathBuf>,
+}
+
+/// The sched features a kernel running this policy would show, so replay of the bundle
+/// takes the simulated policy as the kernel's.
+fn features_of(policy: &str) -> Option<&'static str> {
+    match policy {
+        "sis_util" => Some("NO_SIS_PROP SIS_UTIL"),
+        "sis_prop" | "vanilla" => Some("SIS_PROP NO_SIS_UTIL"),
+        "no_limit" => Some("NO_SIS_PROP NO_SIS_UTIL"),
+        _ => None,
+    }
+}
+
+fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, String> {
+    let workload = synth::build(&o.workload, step.threads)?;
+    let sim = Sim::new(
+        workload,
+        SimOptions {
+            topology: o.topology.clone(),
+            policy: policy.into(),
+            warmup_ns: o.warmup_ns,
+            duration_ns: o.duration_ns,
+            time: TimeModel::default(),
+            penalty: Penalty::default(),
+            record: o.out_dir.is_some(),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let (result, events) = sim.run();
+    let bundle = match &o.out_dir {
+        None => None,
+        Some(dir) => {
+            let dest = if o.out_is_bundle {
+                dir.clone()
+            } else {
+                dir.join(format!(
+                    "synth-{}-{}-{}-{}",
+                    o.machine_name,
+                    o.workload,
+                    step.threads,
+                    policy.replace([':', '='], "_")
+                ))
+            };
+            let info = SourceInfo {
+                format: "sisreplay synth".into(),
+                nr_cpus: Some(result.nr_cpus),
+                kernel_release: None,
+                clock: Some("virtual".into()),
+                comms: Default::default(),
+                extra: Default::default(),
+            };
+            let capture = serde_json::json!({
+                "synth": {
+                    "machine": o.machine_name,
+                    "workload": o.workload,
+                    "load": step,
+                    "policy": policy,
+                    "warmup_ns": o.warmup_ns,
+                    "duration_ns": o.duration_ns,
+                },
+                "sched_debug": {"features": features_of(policy).unwrap_or("unreadable: simulated")},
+            });
+            let mut src = VecSource::new(info, events);
+            bundle::write_bundle(
+                &mut src,
+                &dest,
+                ImportOptions {
+                    topology: Some(o.topology.clone()),
+                    source_path: Path::new("synth"),
+                    capture: Some(capture),
+                    progress: None,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            let results = dest.join("results");
+            std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+            let text = serde_json::to_string_pretty(&result).expect("serialises");
+            std::fs::write(results.join("sim.json"), text + "\n")
+                .map_err(|e| format!("{}: {e}", results.display()))?;
+            Some(dest)
+        }
+    };
+    Ok(StepResult {
+        step: step.clone(),
+        result,
+        bundle,
+    })
+}
+
+/// Runs every (step, policy) pair over `jobs` threads; results in step, then policy
+/// order, whatever order they finish in.
+pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
+    let work: Vec<(&LoadStep, &String)> = o
+        .steps
+        .iter()
+        .flat_map(|s| o.policies.iter().map(move |p| (s, p)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<StepResult, String>>> =
+        (0..work.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(&mut slots);
+    std::thread::scope(|s| {
+        for _ in 0..o.jobs.max(1).min(work.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((step, policy)) = work.get(i) else {
+                    break;
+                };
+                let r = one(o, step, policy);
+                results.lock().expect("no panics while held")[i] = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| r.expect("every slot filled"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_ranges_step_by_a_quarter_of_the_cpus() {
+        let s = load_steps(Some("25%..200%"), None, 224).unwrap();
+        let t: Vec<usize> = s.iter().map(|x| x.threads).collect();
+        assert_eq!(t, vec![56, 112, 168, 224, 280, 336, 392, 448]);
+        assert_eq!(load_steps(Some("50%"), None, 40).unwrap()[0].threads, 20);
+        assert_eq!(load_steps(None, Some(7), 40).unwrap()[0].threads, 7);
+        assert!(load_steps(Some("200%..25%"), None, 4).is_err());
+        assert!(load_steps(Some("lots"), None, 4)
+            .unwrap_err()
+            .contains("25%..200%"));
+    }
+}
