@@ -16,7 +16,10 @@ fn main() {
         "run `cargo bench --bench read` first: it captures {}",
         p.display()
     );
-    let arms = [Arm::Policy("vanilla".into()), Arm::Policy("sis_util".into())];
+    let arms = [
+        Arm::Policy("vanilla".into()),
+        Arm::Policy("sis_util".into()),
+    ];
     let traces: Vec<PathBuf> = vec![p.clone()];
     let best = |f: &dyn Fn() -> usize| {
         let mut t_best = f64::MAX;
@@ -46,7 +49,9 @@ fn main() {
         report::html::render(&r).len()
     });
     let added = report_s - replay_s;
-    println!("{wakeups} wakeups; comparison (replay) {replay_s:.3} s, whole report {report_s:.3} s");
+    println!(
+        "{wakeups} wakeups; comparison (replay) {replay_s:.3} s, whole report {report_s:.3} s"
+    );
     println!(
         "report adds {added:.3} s = {:.1} % of the replay; HTML {} KB",
         100.0 * added / replay_s,

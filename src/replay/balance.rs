@@ -33,7 +33,13 @@ impl Balancer {
     /// Runs every balance due at `now`, telling each policy.
     pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
         for (llc, cpus) in &self.llcs {
-            let due = self.next.entry(*llc).or_insert(now);
+            // The first balance comes one interval after the start, as a domain's
+            // last_balance starts when it is built: statistics of PELT signals that
+            // have only begun to accrue would mislead SIS_UTIL for a whole interval.
+            let due = self
+                .next
+                .entry(*llc)
+                .or_insert(now + cpus.len() as u64 * 1_000_000);
             if now < *due {
                 continue;
             }
