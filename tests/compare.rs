@@ -1,29 +1,9 @@
 //! `sisreplay compare`: seed-style tables that fit a mail, JSON with every cell, and clear
 //! refusals.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn sample(f: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/samples")
-        .join(f)
-        .display()
-        .to_string()
-}
+use common::{run_cli as run, sample_arg as sample};
 
 #[test]
 fn two_policy_text_fits_80_columns() {

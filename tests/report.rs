@@ -1,29 +1,12 @@
 //! `sisreplay report`: a self-contained HTML file that a real browser renders with every
 //! section and plot, mail-ready text within 80 columns, and JSON.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn run(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn sample(f: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/samples")
-        .join(f)
-        .display()
-        .to_string()
-}
+use common::{run_cli as run, sample_arg as sample};
 
 /// Sections every report has, in order.
 const SECTIONS: [&str; 9] = [

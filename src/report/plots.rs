@@ -64,33 +64,61 @@ pub struct Bars<'a> {
     pub series: Vec<(String, Vec<f64>)>,
 }
 
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart over categories 0..n (labels drawn by `category_labels`) with its y range,
+/// the axes described and only the major grid lines.
+fn category_chart<'a, 'b>(
+    root: &'a Area<'b>,
+    b: &Bars,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>, String> {
+    let n = b.categories.len().max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(b.title, (FONT, 18))
+        .margin(12)
+        .x_label_area_size(52)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..n as f64, y)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .x_desc(b.x_desc)
+        .y_desc(b.y_desc)
+        .axis_desc_style((FONT, 14))
+        .label_style((FONT, 13))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(e2s)?;
+    Ok(chart)
+}
+
+/// Each category's label under its slot, in pixels below the x axis at `y0`.
+fn category_labels(root: &Area, chart: &Chart, b: &Bars, y0: f64) -> Result<(), String> {
+    let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, label) in b.categories.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y0));
+        root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
+            .map_err(e2s)?;
+    }
+    Ok(())
+}
+
 pub fn grouped_bars(b: &Bars) -> String {
     svg(W, H, |root| {
-        let n = b.categories.len().max(1);
         let ymax = b
             .series
             .iter()
             .flat_map(|s| s.1.iter().copied())
             .fold(0.0f64, f64::max);
         let ymax = if ymax > 0.0 { ymax * 1.12 } else { 1.0 };
-        let mut chart = ChartBuilder::on(root)
-            .caption(b.title, (FONT, 18))
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
-            .map_err(e2s)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_desc(b.x_desc)
-            .y_desc(b.y_desc)
-            .axis_desc_style((FONT, 14))
-            .label_style((FONT, 13))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(e2s)?;
+        let mut chart = category_chart(root, b, 0f64..ymax)?;
         let k = b.series.len().max(1) as f64;
         let width = 0.8 / k;
         for (si, (name, values)) in b.series.iter().enumerate() {
@@ -104,13 +132,7 @@ pub fn grouped_bars(b: &Bars) -> String {
                 .label(name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
-        // Category labels under each group, drawn in pixels below the axis.
-        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
-        for (i, label) in b.categories.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-            root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
-                .map_err(e2s)?;
-        }
+        category_labels(root, &chart, b, 0.0)?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -126,7 +148,6 @@ pub fn grouped_bars(b: &Bars) -> String {
 /// Lines over categories (one point per trace), with markers.
 pub fn curves(b: &Bars) -> String {
     svg(W, H, |root| {
-        let n = b.categories.len().max(1);
         let vals = b.series.iter().flat_map(|s| s.1.iter().copied());
         let (lo, hi) = vals.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
         let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo, hi) };
@@ -137,24 +158,7 @@ pub fn curves(b: &Bars) -> String {
         } else {
             lo - pad
         };
-        let mut chart = ChartBuilder::on(root)
-            .caption(b.title, (FONT, 18))
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..n as f64, y_lo..hi + pad)
-            .map_err(e2s)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_desc(b.x_desc)
-            .y_desc(b.y_desc)
-            .axis_desc_style((FONT, 14))
-            .label_style((FONT, 13))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(e2s)?;
+        let mut chart = category_chart(root, b, y_lo..hi + pad)?;
         let k = b.series.len() as u32;
         for (si, (name, values)) in b.series.iter().enumerate() {
             let c = color(si);
@@ -176,13 +180,8 @@ pub fn curves(b: &Bars) -> String {
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 2 + width, c.filled())))
                 .map_err(e2s)?;
         }
-        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
         let y0 = chart.y_range().start;
-        for (i, label) in b.categories.iter().enumerate() {
-            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y0));
-            root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
-                .map_err(e2s)?;
-        }
+        category_labels(root, &chart, b, y0)?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
