@@ -55,6 +55,8 @@ const COLUMNS: &[&str] = &[
     "name",
     "ret",
     "vec",
+    "prev_cpu",
+    "wake_flags",
 ];
 
 #[test]
