@@ -333,9 +333,16 @@ fn machine(spec: Option<&str>) -> Result<Option<Topology>, String> {
             let p = sisreplay::presets::lookup(name).expect("checked");
             Ok(Some(p.shape.topology(p.name)))
         }
-        Some(f) => Topology::from_json_file(Path::new(f))
+        Some(f) if Path::new(f).exists() => Topology::from_json_file(Path::new(f))
             .map(Some)
             .map_err(|e| e.to_string()),
+        Some(f) => {
+            let presets: Vec<&str> = sisreplay::presets::PRESETS.iter().map(|p| p.name).collect();
+            Err(format!(
+                "--machine {f:?}: not a preset ({}), not `here`, and no such JSON file",
+                presets.join(", ")
+            ))
+        }
     }
 }
 

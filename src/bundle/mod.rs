@@ -202,7 +202,7 @@ pub fn write_bundle(
     if dest.exists() {
         return Err(berr(
             dest,
-            "already exists; choose another --name or remove it",
+            "already exists; a bundle is never overwritten: remove it or choose another name",
         ));
     }
     let parent = dest
