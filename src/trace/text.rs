@@ -539,6 +539,32 @@ mod tests {
         assert_eq!(parse_state("256"), Some(256));
     }
 
+    /// The probe events as tracefs prints kprobes: the probed location in parentheses,
+    /// then the fetched arguments (u32 in hex).
+    #[test]
+    fn select_task_rq_probe_lines() {
+        let enter = "       hackbench-283     [003] d..3.    61.771839: select_task_rq_enter: (select_task_rq_fair+0x0/0x5f0) prev_cpu=6 wake_flags=0x18";
+        let l = split_line(enter).unwrap();
+        assert_eq!((l.event, l.cpu), ("select_task_rq_enter", 3));
+        assert_eq!(
+            parse_body(EventType::SelectEnter, l.body),
+            Some(EventKind::SelectEnter {
+                prev_cpu: 6,
+                wake_flags: 0x18
+            })
+        );
+        let exit = "       hackbench-283     [003] d..3.    61.771851: select_task_rq_exit: (try_to_wake_up+0x1c4/0x5e0 <- select_task_rq_fair) cpu=2";
+        let l = split_line(exit).unwrap();
+        assert_eq!(
+            parse_body(EventType::SelectExit, l.body),
+            Some(EventKind::SelectExit { cpu: 2 })
+        );
+        // A flags value that is neither hex nor decimal is not an event.
+        let bad = "x-1 [000] d..3. 1.000001: select_task_rq_enter: (f) prev_cpu=1 wake_flags=0xzz";
+        let l = split_line(bad).unwrap();
+        assert_eq!(parse_body(EventType::SelectEnter, l.body), None);
+    }
+
     #[test]
     fn three_flavours_of_one_line() {
         let tracefs = "  Web Content-2152    [001] d..2.    87.018153: sched_waking: comm=rcu preempt pid=15 prio=120 target_cpu=000";
