@@ -8,6 +8,17 @@ fn short(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
+/// At most `n` characters; a longer arm name keeps its end, where bundle names of one
+/// experiment differ (…-no_limit-tracefs, …-sis_util-tracefs), after a `~`.
+fn short_tail(s: &str, n: usize) -> String {
+    let len = s.chars().count();
+    if len <= n {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(len - (n - 1)).collect();
+    format!("~{tail}")
+}
+
 fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
     match cell {
         None => "n/a".into(),
@@ -40,7 +51,7 @@ pub fn render(c: &Comparison) -> String {
             idx.extend(chunk_start..(chunk_start + 2).min(c.arms.len()));
             let _ = write!(o, "{:<16}", "trace");
             for &i in &idx {
-                let label = format!("{}(std%)", short(&c.arms[i], 14));
+                let label = format!("{}(std%)", short_tail(&c.arms[i], 14));
                 let _ = write!(o, "{label:>21}");
             }
             let _ = writeln!(o);
