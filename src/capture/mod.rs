@@ -364,12 +364,12 @@ fn with_probes(
 }
 
 fn start_tracefs(
+    mount: tracefs::Mount,
     opts: &CaptureOptions,
     root: &Path,
     spool_dir: &Path,
     search: &SearchLatency,
 ) -> Result<Box<dyn Recording>, CaptureError> {
-    let mount = tracefs::Mount::ensure(root)?;
     let (probes, events) = with_probes(opts, root, search)?;
     let (layout, formats) = mount.formats(&events)?;
     let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
@@ -457,12 +457,12 @@ impl Recording for PerfRecording {
 }
 
 fn start_perf(
+    mount: tracefs::Mount,
     opts: &CaptureOptions,
     root: &Path,
     spool_dir: &Path,
     search: &SearchLatency,
 ) -> Result<Box<dyn Recording>, CaptureError> {
-    let mount = tracefs::Mount::ensure(root)?;
     let (probes, events) = with_probes(opts, root, search)?;
     let (_, formats) = mount.formats(&events)?;
     let ids: Vec<u64> = formats.iter().map(|f| f.id as u64).collect();
@@ -542,14 +542,17 @@ fn record(
     let topology = Topology::from_sysfs(Path::new("/sys")).ok();
     let sched_debug = machine::sched_debug();
     let schedstat_before = machine::schedstat();
+    // Mounted first: what the kernel offers (kprobe_events, filter functions) is read
+    // from tracefs.
+    let mount = tracefs::Mount::ensure(root)?;
     let mut search = search_latency_support(root);
     search.requested = opts.search_latency;
     if opts.search_latency.is_some() && !search.available {
         eprintln!("sisreplay: --search-latency: {}", search.why);
     }
     let mut rec = match opts.backend {
-        Backend::Tracefs => start_tracefs(opts, root, spool_dir, &search)?,
-        Backend::Perf => start_perf(opts, root, spool_dir, &search)?,
+        Backend::Tracefs => start_tracefs(mount, opts, root, spool_dir, &search)?,
+        Backend::Perf => start_perf(mount, opts, root, spool_dir, &search)?,
     };
     rec.set_tracing(true)?;
     let started = Instant::now();

@@ -12,6 +12,8 @@ use crate::state::Machine;
 pub struct Balancer {
     llcs: Vec<(u32, Vec<u32>)>,
     next: BTreeMap<u32, u64>,
+    /// The soonest of `next`: callers check it per event before anything else.
+    earliest: u64,
     /// Every CPU's capload after the last balance (0..1023).
     pub caploads: Vec<u32>,
 }
@@ -26,8 +28,14 @@ impl Balancer {
                 .map(|(k, v)| (*k, v.clone()))
                 .collect(),
             next: BTreeMap::new(),
+            earliest: 0,
             caploads: vec![1023; m.topo.nr_cpus as usize],
         }
+    }
+
+    /// Whether some LLC's balance is due at `now` (cheap, for every event).
+    pub fn due(&self, now: u64) -> bool {
+        now >= self.earliest
     }
 
     /// Runs every balance due at `now`, telling each policy.
@@ -66,5 +74,6 @@ impl Balancer {
             let ms = cpus.len() as u64 * if idle > 0 { 1 } else { 16 };
             *due = now + ms * 1_000_000;
         }
+        self.earliest = self.next.values().copied().min().unwrap_or(u64::MAX);
     }
 }

@@ -509,20 +509,23 @@ pub fn replay(
             if src.next_batch(&mut batch, 4096)? == 0 {
                 done = true;
             }
-            probes |= batch
-                .iter()
-                .any(|e| matches!(e.kind, EventKind::SelectEnter { .. }));
+            probes = probes
+                || batch
+                    .iter()
+                    .any(|e| matches!(e.kind, EventKind::SelectEnter { .. }));
             ahead.extend(batch.drain(..));
         }
         let Some(e) = ahead.front() else { break };
         let now = e.ts;
         first_seen.get_or_insert(now);
         last_seen = now;
-        balancer.tick(
-            &mut m,
-            running.iter_mut().map(|r| &mut r.policy).collect(),
-            now,
-        );
+        if balancer.due(now) {
+            balancer.tick(
+                &mut m,
+                running.iter_mut().map(|r| &mut r.policy).collect(),
+                now,
+            );
+        }
         if let EventKind::Waking(w) = &e.kind {
             result.wakings += 1;
             let waker_cpu = e.cpu;

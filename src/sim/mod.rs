@@ -375,7 +375,9 @@ impl Sim {
                 busy_at_warmup = Some(self.reset_metrics(warmup));
             }
             // SIS_UTIL's and CAS's view of the machine, on replay's schedule.
-            self.balancer.tick(&mut self.m, vec![&mut self.policy], now);
+            if self.balancer.due(now) {
+                self.balancer.tick(&mut self.m, vec![&mut self.policy], now);
+            }
             match ev {
                 Ev::Stint { cpu, gen } => {
                     if self.cpus[cpu as usize].gen == gen {
