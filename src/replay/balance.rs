@@ -1,18 +1,33 @@
-//! The periodic load balance of each LLC as the policies see it: at the LLC domain's
-//! interval (its weight in ms with an idle CPU, busy_factor 16 times that without), the
-//! LLC's utilisation and idle count (what SIS_UTIL's update_idle_cpu_scan reads) and,
-//! with update_cpu_capacity, every CPU's capload (what CAS reads). Shared by decision
-//! replay and the simulator, so a policy's state evolves the same way in both.
-
-use std::collections::BTreeMap;
+//! The periodic load balance of each LLC as the policies see it. Only the designated CPU
+//! of each local group of the LLC domain balances it (should_we_balance runs before the
+//! statistics are gathered), each group at its own interval: the LLC's weight in ms when
+//! the group has an idle CPU, busy_factor 16 times that when it has none. So an LLC of G
+//! cores sees G updates per interval, not one. Each update reads the LLC's utilisation
+//! and idle count (what SIS_UTIL's update_idle_cpu_scan reads) and, with
+//! update_cpu_capacity, every CPU's capload (what CAS reads). Shared by decision replay
+//! and the simulator, so a policy's state evolves the same way in both.
+//!
+//! The groups are the SMT cores; a cluster level (whose groups would be clusters) is not
+//! modelled.
 
 use crate::policy::{LlcBalance, Policy};
 use crate::state::Machine;
 
+/// One balancing group of an LLC domain and when it balances next.
+struct Group {
+    llc: usize,
+    cpus: Vec<u32>,
+    /// Its place among the LLC's groups, and how many there are: spreads the phases.
+    index: u64,
+    of: u64,
+    /// None until the first event: the schedule starts with the trace.
+    next: Option<u64>,
+}
+
 pub struct Balancer {
     llcs: Vec<(u32, Vec<u32>)>,
-    next: BTreeMap<u32, u64>,
-    /// The soonest of `next`: callers check it per event before anything else.
+    groups: Vec<Group>,
+    /// The soonest of the groups' `next`: callers check it per event before anything else.
     earliest: u64,
     /// Every CPU's capload after the last balance (0..1023).
     pub caploads: Vec<u32>,
@@ -20,37 +35,80 @@ pub struct Balancer {
 
 impl Balancer {
     pub fn new(m: &Machine) -> Balancer {
+        let llcs: Vec<(u32, Vec<u32>)> = m
+            .topo
+            .llc_cpus
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        let mut groups = Vec::new();
+        for (i, (_, cpus)) in llcs.iter().enumerate() {
+            let mut seen: Vec<u32> = Vec::new();
+            for &c in cpus {
+                if seen.contains(&c) {
+                    continue;
+                }
+                let mut core: Vec<u32> = m
+                    .topo
+                    .smt
+                    .get(c as usize)
+                    .map_or_else(|| vec![c], |s| s.clone())
+                    .into_iter()
+                    .filter(|x| cpus.contains(x))
+                    .collect();
+                if core.is_empty() {
+                    core.push(c);
+                }
+                core.sort_unstable();
+                seen.extend(&core);
+                groups.push(Group {
+                    llc: i,
+                    cpus: core,
+                    index: 0,
+                    of: 0,
+                    next: None,
+                });
+            }
+        }
+        for i in 0..llcs.len() {
+            let of = groups.iter().filter(|g| g.llc == i).count() as u64;
+            for (index, g) in groups.iter_mut().filter(|g| g.llc == i).enumerate() {
+                (g.index, g.of) = (index as u64, of);
+            }
+        }
         Balancer {
-            llcs: m
-                .topo
-                .llc_cpus
-                .iter()
-                .map(|(k, v)| (*k, v.clone()))
-                .collect(),
-            next: BTreeMap::new(),
+            llcs,
+            groups,
             earliest: 0,
             caploads: vec![1023; m.topo.nr_cpus as usize],
         }
     }
 
-    /// Whether some LLC's balance is due at `now` (cheap, for every event).
+    /// Whether some group's balance is due at `now` (cheap, for every event).
     pub fn due(&self, now: u64) -> bool {
         now >= self.earliest
     }
 
     /// Runs every balance due at `now`, telling each policy.
     pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
-        for (llc, cpus) in &self.llcs {
+        for gi in 0..self.groups.len() {
+            let llc = self.groups[gi].llc;
+            let weight = self.llcs[llc].1.len() as u64;
+            let interval = weight * 1_000_000;
+            let g = &mut self.groups[gi];
             // The first balance comes one interval after the start, as a domain's
-            // last_balance starts when it is built: statistics of PELT signals that
-            // have only begun to accrue would mislead SIS_UTIL for a whole interval.
-            let due = self
+            // last_balance starts when it is built (statistics of PELT signals that have
+            // only begun to accrue would mislead SIS_UTIL); the groups' phases are spread
+            // over the interval, as a long-running machine's have drifted apart.
+            let due = *g
                 .next
-                .entry(*llc)
-                .or_insert(now + cpus.len() as u64 * 1_000_000);
-            if now < *due {
+                .get_or_insert(now + interval + interval * g.index / g.of.max(1));
+            if now < due {
                 continue;
             }
+            let busy = !self.groups[gi].cpus.iter().any(|&c| m.is_idle(c));
+            self.groups[gi].next = Some(now + interval * if busy { 16 } else { 1 });
+            let (llc_id, cpus) = &self.llcs[llc];
             for &c in cpus {
                 m.refresh(c, now);
             }
@@ -68,12 +126,15 @@ impl Balancer {
                 *cl = crate::policy::cas::capload(m.capacity(c as u32), 1024.max(max_cap));
             }
             for p in policies.iter_mut() {
-                p.on_llc_balance(*llc, &seen);
+                p.on_llc_balance(*llc_id, &seen);
                 p.on_capacities(&self.caploads, now);
             }
-            let ms = cpus.len() as u64 * if idle > 0 { 1 } else { 16 };
-            *due = now + ms * 1_000_000;
         }
-        self.earliest = self.next.values().copied().min().unwrap_or(u64::MAX);
+        self.earliest = self
+            .groups
+            .iter()
+            .filter_map(|g| g.next)
+            .min()
+            .unwrap_or(u64::MAX);
     }
 }
