@@ -37,6 +37,7 @@ fn main() {
                 duration_ns: 50_000_000,
                 time: TimeModel::default(),
                 penalty: Penalty::default(),
+                wake_ipi_ns: sisreplay::sim::DEFAULT_WAKE_IPI_NS,
                 record,
             },
         )

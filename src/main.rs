@@ -50,6 +50,10 @@ enum Command {
     /// Simulate a workload model on a machine (a preset, here, or a JSON description)
     /// under each policy and load level, closed loop; writes one bundle per step.
     Synth(SynthArgs),
+    /// Re-run a captured trace's tasks in closed loop under each policy: run bursts, wake
+    /// dependencies and timer sleeps from the trace; prints how the re-run under the
+    /// traced kernel's own policy matches the trace (the model's fidelity).
+    Simulate(SimulateArgs),
     /// List the machine presets (the seeds' test machines), or print one as the JSON
     /// that --machine reads.
     Machines(MachinesArgs),
@@ -225,6 +229,23 @@ struct SynthArgs {
     #[arg(long)]
     pub no_bundle: bool,
     /// Threads to run the steps on [default: the CPUs available]
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// A bundle (a path, or a name in traces/)
+    pub bundle: PathBuf,
+    /// Policies besides the traced kernel's, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    pub policy: Vec<String>,
+    /// Write each re-run as a bundle (events, meta, results/sim.json) in this directory
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Threads to run the policies on [default: the CPUs available]
     #[arg(long)]
     pub jobs: Option<usize>,
     #[arg(long)]
@@ -745,6 +766,43 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn run_simulate(args: SimulateArgs) -> ExitCode {
+    use sisreplay::sim::rerun::{self, RerunOptions};
+    for p in &args.policy {
+        if let Err(e) = sisreplay::policy::build(p) {
+            return fail(e);
+        }
+    }
+    let path = [args.bundle.clone(), Path::new("traces").join(&args.bundle)]
+        .into_iter()
+        .find(|p| bundle::is_bundle(p));
+    let Some(path) = path else {
+        return fail(format!(
+            "{}: not a bundle (no meta.json there nor in traces/); import a trace first",
+            args.bundle.display()
+        ));
+    };
+    let o = RerunOptions {
+        bundle: path,
+        policies: args.policy.clone(),
+        out_dir: args.output.clone(),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    match rerun::run(&o) {
+        Ok(r) if args.json => {
+            println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            print!("{}", rerun::render(&r));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn run_synth(args: SynthArgs) -> ExitCode {
     use sisreplay::sim::steps::{self, SynthOptions};
     let topology = match machine(Some(&args.machine)) {
@@ -1015,6 +1073,7 @@ fn main() -> ExitCode {
         Command::Fidelity(a) => run_fidelity(a),
         Command::Machines(a) => show_machines(a),
         Command::Synth(a) => run_synth(a),
+        Command::Simulate(a) => run_simulate(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
     }

@@ -10,7 +10,14 @@ const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 
 fn run(w: Workload, topology: Topology, policy: &str, duration_ns: u64) -> SimResult {
-    run_with(w, topology, policy, duration_ns, Penalty::default())
+    run_with(
+        w,
+        topology,
+        policy,
+        duration_ns,
+        Penalty::default(),
+        sisreplay::sim::DEFAULT_WAKE_IPI_NS,
+    )
 }
 
 fn run_with(
@@ -19,6 +26,7 @@ fn run_with(
     policy: &str,
     duration_ns: u64,
     penalty: Penalty,
+    wake_ipi_ns: u64,
 ) -> SimResult {
     let sim = Sim::new(
         w,
@@ -29,6 +37,7 @@ fn run_with(
             duration_ns,
             time: TimeModel::default(),
             penalty,
+            wake_ipi_ns,
             record: false,
         },
     )
@@ -42,15 +51,23 @@ fn preset(name: &str) -> Topology {
 }
 
 /// Two ping-pong pairs on four idle CPUs: every wakee finds an idle CPU at once, so no
-/// wakeup ever waits; each pair does one transaction per 4 + 6 us of work plus the
-/// little search and cache-refill time it pays, about 99 K/s.
+/// wakeup ever waits; with wakeup IPIs taking no time, each pair does one transaction
+/// per 4 + 6 us of work plus the little search and cache-refill time it pays, about
+/// 99 K/s. With the default IPI time, a wakee waits that long and no longer.
 #[test]
 fn ping_pong_pairs_on_idle_cpus_never_queue() {
-    let r = run(
-        synth::build("netperf-tcp-rr", 2).unwrap(),
+    let pairs = || synth::build("netperf-tcp-rr", 2).unwrap();
+    let ipi = sisreplay::sim::DEFAULT_WAKE_IPI_NS;
+    let r = run(pairs(), Topology::flat(4), "sis_util", 50 * MS);
+    assert!(r.wakeups > 10_000, "{}", r.wakeups);
+    assert!(r.latency.max <= ipi, "a wakee waited {} ns", r.latency.max);
+    let r = run_with(
+        pairs(),
         Topology::flat(4),
         "sis_util",
         50 * MS,
+        Penalty::default(),
+        0,
     );
     assert!(r.wakeups > 19_000, "{}", r.wakeups);
     assert_eq!(r.latency.max, 0, "a wakee waited");
@@ -98,15 +115,13 @@ fn a_wakeup_onto_a_busy_cpu_waits_for_the_current_slice() {
         name: "slice".into(),
         unit: "rounds",
         tasks: vec![
-            TaskSpec {
-                comm: "spinner".into(),
-                steps: vec![Step::Run(50 * MS)],
-            },
-            TaskSpec {
-                comm: "sleeper".into(),
-                steps: vec![Step::Run(5 * MS), Step::SleepFor(10 * US), Step::Count],
-            },
+            TaskSpec::looping("spinner".into(), vec![Step::Run(50 * MS)]),
+            TaskSpec::looping(
+                "sleeper".into(),
+                vec![Step::Run(5 * MS), Step::SleepFor(10 * US), Step::Count],
+            ),
         ],
+        wakes_counted: false,
     };
     let r = run(w, Topology::flat(1), "sis_util", 200 * MS);
     assert!(r.wakeups >= 10, "{}", r.wakeups);
@@ -121,7 +136,7 @@ fn migrations_are_charged_their_penalty() {
     let topo = preset("x86-40");
     let w = || synth::build("hackbench", 80).unwrap();
     let p = Penalty::default();
-    let r = run_with(w(), topo.clone(), "sis_util", 50 * MS, p);
+    let r = run_with(w(), topo.clone(), "sis_util", 50 * MS, p, 0);
     let moves = |pl: &sisreplay::metrics::Placements| {
         pl.same_llc * p.same_llc_ns
             + pl.cross_llc * p.cross_llc_ns
@@ -143,7 +158,7 @@ fn migrations_are_charged_their_penalty() {
         cross_llc_ns: 100_000,
         cross_numa_ns: 250_000,
     };
-    let r2 = run_with(w(), topo, "sis_util", 50 * MS, dear);
+    let r2 = run_with(w(), topo, "sis_util", 50 * MS, dear, 0);
     assert!(r2.units < r.units, "{} vs {}", r2.units, r.units);
 }
 

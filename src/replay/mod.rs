@@ -312,6 +312,11 @@ pub fn traced_policy(release: Option<&str>, features: Option<&str>) -> &'static 
     kernel_policy(release)
 }
 
+/// The policy the kernel of a bundle ran.
+pub fn traced_policy_of(meta: &Meta) -> &'static str {
+    traced_policy(meta.kernel_release.as_deref(), features(Some(meta)))
+}
+
 /// The policy a kernel release runs by default: SIS_UTIL from v6.0, SIS_PROP before.
 pub fn kernel_policy(release: Option<&str>) -> &'static str {
     let version = release.and_then(|r| {

@@ -15,6 +15,7 @@
 //! replay uses (select_task_rq_fair's target, then select_idle_sibling), and the events
 //! make a bundle every other command reads.
 
+pub mod rerun;
 pub mod steps;
 
 use std::cmp::Reverse;
@@ -29,7 +30,7 @@ use crate::policy::{self, NewidleReach, Policy, PolicyError};
 use crate::replay::balance::Balancer;
 use crate::replay::select::{choose_target, note_recent_used, Waking};
 use crate::state::{Change, Machine, Topo};
-use crate::synth::{Step, Workload};
+use crate::synth::{Start, Step, Workload};
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind, Wake};
 
@@ -44,6 +45,35 @@ const BALANCE_INTERVAL: u64 = 4 * MS;
 const MIGRATION_COST: u64 = 500_000;
 /// The prev_state sched_switch reports for a preempted task (TASK_REPORT_MAX).
 const PREEMPTED: i64 = 0x100;
+/// The prev_state of a task's last switch (EXIT_DEAD).
+const EXIT_DEAD: i64 = 0x10;
+
+/// `f` over `items` on up to `jobs` threads; results in the items' order.
+pub fn par_map<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1).min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else {
+                    break;
+                };
+                let r = f(item);
+                *slots[i].lock().expect("no panics while held") = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .expect("no panics")
+                .expect("every slot filled")
+        })
+        .collect()
+}
 
 /// CPU time a migrated task loses refilling its caches, by distance.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -75,6 +105,9 @@ pub struct SimOptions {
     pub duration_ns: u64,
     pub time: TimeModel,
     pub penalty: Penalty,
+    /// How long an idle CPU takes to run a task woken onto it from another CPU: the IPI
+    /// and the exit from idle.
+    pub wake_ipi_ns: u64,
     /// Keep the emitted events, for a bundle.
     pub record: bool,
 }
@@ -105,10 +138,20 @@ pub struct SimResult {
     pub newidle_pulls: BTreeMap<String, u64>,
     /// Penalty time charged to migrated tasks, ns.
     pub penalty_ns: u64,
+    /// When the last task finished, for workloads whose tasks end (a traced run); None
+    /// when work remained at the end of the duration.
+    pub finished_ns: Option<u64>,
+    /// Run-once tasks that had not run all their steps when the simulation ended.
+    pub unfinished_tasks: u64,
     pub busy_pct: f64,
     pub penalties: Penalty,
+    pub wake_ipi_ns: u64,
     pub time_model: TimeModel,
 }
+
+/// A server's idle CPU woken by IPI: the IPI and a shallow C-state's exit take a couple
+/// of microseconds (deeper states take tens).
+pub const DEFAULT_WAKE_IPI_NS: u64 = 2_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -126,9 +169,12 @@ struct Task {
     /// CPU time owed before the next step: search time and cache refills.
     debt: u64,
     state: State,
+    /// Ran its last step (a traced task's end).
+    exited: bool,
     cpu: u32,
     vruntime: u64,
-    wake_pending: bool,
+    /// Wakeups that found the task awake, kept for its next sleeps.
+    wake_pending: u32,
     woken_at: Option<u64>,
 }
 
@@ -140,6 +186,8 @@ struct Cpu {
     started: u64,
     slice_end: u64,
     gen: u64,
+    /// Idle, with a wakeup IPI on its way.
+    kicked: bool,
     min_vruntime: u64,
     busy_ns: u64,
 }
@@ -152,6 +200,14 @@ enum Ev {
         gen: u64,
     },
     Timer {
+        task: usize,
+    },
+    /// An idle CPU woken by IPI starts running.
+    Kick {
+        cpu: u32,
+    },
+    /// A task enters: queued on its CPU (Start::At).
+    Start {
         task: usize,
     },
     Balance,
@@ -177,6 +233,8 @@ pub struct Sim {
     balancer: Balancer,
     events: Vec<Event>,
     latencies: Vec<u32>,
+    /// When a task last left a CPU.
+    last_active: u64,
     result: SimResult,
 }
 
@@ -254,15 +312,23 @@ impl Sim {
             .iter()
             .enumerate()
             .map(|(i, t)| Task {
-                pid: 1000 + i as i32,
+                pid: t.pid.unwrap_or(1000 + i as i32),
                 comm: Comm::from_bytes(t.comm.as_bytes()),
                 pc: 0,
                 left: None,
                 debt: 0,
-                state: State::Runnable,
-                cpu: (i as u32) % nr,
+                state: match t.start {
+                    Start::Runnable { .. } => State::Runnable,
+                    Start::At { .. } | Start::Asleep { .. } => State::Sleeping,
+                },
+                exited: false,
+                cpu: match t.start {
+                    Start::Runnable { cpu: None } => (i as u32) % nr,
+                    Start::Runnable { cpu: Some(c) } | Start::At { cpu: c, .. } => c % nr,
+                    Start::Asleep { cpu } => cpu % nr,
+                },
                 vruntime: 0,
-                wake_pending: false,
+                wake_pending: 0,
                 woken_at: None,
             })
             .collect();
@@ -286,8 +352,11 @@ impl Sim {
             balance_migrations: Placements::default(),
             newidle_pulls: BTreeMap::new(),
             penalty_ns: 0,
+            finished_ns: None,
+            unfinished_tasks: 0,
             busy_pct: 0.0,
             penalties: opts.penalty,
+            wake_ipi_ns: opts.wake_ipi_ns,
             time_model: opts.time,
         };
         let m = Machine::new(topo);
@@ -303,9 +372,20 @@ impl Sim {
             policy,
             events: Vec::new(),
             latencies: Vec::new(),
+            last_active: 0,
             result,
             opts,
         })
+    }
+
+    /// Queues a new task on its CPU, as wake_up_new_task does after fork placement.
+    fn enter(&mut self, t: usize, now: u64) {
+        let cpu = self.tasks[t].cpu;
+        let w = self.wake_payload(t, cpu);
+        self.emit(now, cpu, 0, EventKind::WakeupNew(w));
+        self.tasks[t].state = State::Runnable;
+        self.tasks[t].vruntime = self.min_vruntime(cpu);
+        self.cpus[cpu as usize].rq.push(t);
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
@@ -353,12 +433,13 @@ impl Sim {
 
     /// Runs the workload for the duration; returns the result and the events.
     pub fn run(mut self) -> (SimResult, Vec<Event>) {
-        // Every task starts on its CPU, as after fork placement spread them.
+        // Every runnable task starts on its CPU, as after fork placement spread them.
         for t in 0..self.tasks.len() {
-            let cpu = self.tasks[t].cpu;
-            let w = self.wake_payload(t, cpu);
-            self.emit(0, cpu, 0, EventKind::WakeupNew(w));
-            self.cpus[cpu as usize].rq.push(t);
+            match self.workload.tasks[t].start {
+                Start::Runnable { .. } => self.enter(t, 0),
+                Start::At { at_ns, .. } => self.schedule(at_ns, Ev::Start { task: t }),
+                Start::Asleep { .. } => {}
+            }
         }
         for c in 0..self.cpus.len() as u32 {
             self.switch_to_next(c, 0, None, 0);
@@ -369,6 +450,15 @@ impl Sim {
         let mut busy_at_warmup: Option<Vec<u64>> = (warmup == 0).then(|| vec![0; self.cpus.len()]);
         while let Some(Reverse((now, _, ev))) = self.heap.pop() {
             if now > end {
+                break;
+            }
+            // Tasks that end (a traced run) have all ended, or sleep with no one left
+            // to wake them: only the balance timer would go on.
+            if ev == Ev::Balance
+                && self.heap.is_empty()
+                && self.cpus.iter().all(|c| c.curr.is_none())
+            {
+                self.result.finished_ns = Some(self.last_active);
                 break;
             }
             if busy_at_warmup.is_none() && now >= warmup {
@@ -385,12 +475,30 @@ impl Sim {
                     }
                 }
                 Ev::Timer { task } => self.wake(task, None, now),
+                Ev::Kick { cpu } => {
+                    self.cpus[cpu as usize].kicked = false;
+                    if self.cpus[cpu as usize].curr.is_none() {
+                        self.switch_to_next(cpu, now, None, 0);
+                    }
+                }
+                Ev::Start { task } => {
+                    self.enter(task, now);
+                    let cpu = self.tasks[task].cpu;
+                    if self.cpus[cpu as usize].curr.is_none() {
+                        self.switch_to_next(cpu, now, None, 0);
+                    }
+                }
                 Ev::Balance => {
                     self.balance(now);
                     self.schedule(now + BALANCE_INTERVAL, Ev::Balance);
                 }
             }
         }
+        // Traced tasks left waiting for a wakeup that never came (the re-run ordered
+        // their dependencies differently) or with work left at the end of the duration.
+        self.result.unfinished_tasks = (0..self.tasks.len())
+            .filter(|&i| !self.workload.tasks[i].looping && !self.tasks[i].exited)
+            .count() as u64;
         let busy_at_warmup = busy_at_warmup.unwrap_or_else(|| self.reset_metrics(warmup));
         for c in 0..self.cpus.len() {
             if let Some(t) = self.cpus[c].curr {
@@ -447,6 +555,9 @@ impl Sim {
     /// Switches `cpu` from `prev` (which has left the CPU in state `prev_state`) to the
     /// next waiting task, or to idle after a newidle balance.
     fn switch_to_next(&mut self, cpu: u32, now: u64, prev: Option<usize>, prev_state: i64) {
+        if prev.is_some() {
+            self.last_active = now;
+        }
         let next = self.pick(cpu).or_else(|| self.newidle(cpu, now));
         let (prev_pid, prev_comm) = prev.map_or((0, Comm::default()), |p| {
             (self.tasks[p].pid, self.tasks[p].comm)
@@ -497,10 +608,24 @@ impl Sim {
                 return;
             };
             let task = &mut self.tasks[t];
-            let steps = &self.workload.tasks[t].steps;
-            let step = steps[task.pc % steps.len()];
+            let spec = &self.workload.tasks[t];
+            if task.debt == 0 && !spec.looping && task.pc >= spec.steps.len() {
+                // The task has done what the trace recorded of it.
+                task.state = State::Sleeping;
+                task.exited = true;
+                self.switch_to_next(cpu, now, Some(t), EXIT_DEAD);
+                return;
+            }
+            if spec.steps.is_empty() {
+                // A looping task with nothing to do would spin in zero time: it sleeps.
+                task.state = State::Sleeping;
+                self.switch_to_next(cpu, now, Some(t), 1);
+                return;
+            }
+            let step = spec.steps[task.pc % spec.steps.len()];
             let work = match (task.debt, step, task.left) {
                 (d, _, _) if d > 0 => Some(d),
+                (_, Step::Run(0), None) => None,
                 (_, Step::Run(ns), left) => Some(*task.left.get_or_insert(left.unwrap_or(ns))),
                 _ => None,
             };
@@ -513,7 +638,8 @@ impl Sim {
             }
             task.pc += 1;
             match step {
-                Step::Run(_) => unreachable!("handled above"),
+                // Zero-length: nothing to run (a traced wakeup that woke no one).
+                Step::Run(_) => {}
                 Step::Count => self.result.units += 1,
                 Step::Wake { task: target, sync } => {
                     self.wake(target, Some((t, cpu, sync)), now);
@@ -522,7 +648,7 @@ impl Sim {
                         return;
                     }
                 }
-                Step::Sleep if self.tasks[t].wake_pending => self.tasks[t].wake_pending = false,
+                Step::Sleep if self.tasks[t].wake_pending > 0 => self.tasks[t].wake_pending -= 1,
                 Step::Sleep | Step::SleepFor(_) => {
                     if let Step::SleepFor(ns) = step {
                         self.schedule(now + ns, Ev::Timer { task: t });
@@ -583,8 +709,16 @@ impl Sim {
 
     /// Wakes `t`, by a task (`by`: waker, its CPU, sync) or by a timer.
     fn wake(&mut self, t: usize, by: Option<(usize, u32, bool)>, now: u64) {
+        if self.tasks[t].exited {
+            return;
+        }
         if self.tasks[t].state != State::Sleeping {
-            self.tasks[t].wake_pending = true;
+            let cap = if self.workload.wakes_counted {
+                u32::MAX
+            } else {
+                1
+            };
+            self.tasks[t].wake_pending = (self.tasks[t].wake_pending + 1).min(cap);
             return;
         }
         let prev = self.tasks[t].cpu;
@@ -612,25 +746,29 @@ impl Sim {
             },
             false,
         );
-        let d = select_idle_sibling(
-            &self.m,
-            self.policy.as_mut(),
-            &chosen.wakee,
-            &self.opts.time,
-            &self.balancer.caploads,
-            false,
-        );
-        note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
-        let r = &mut self.result;
-        r.wakeups += 1;
-        r.counters.add(&d.counters);
-        r.search_ns_total += d.search_ns;
-        crate::replay::place(&mut r.placements, &self.m.topo, prev, d.cpu);
-        // The search runs on the waker's CPU, in its time.
-        if let Some((w, _, _)) = by {
-            self.tasks[w].debt += d.search_ns;
-        }
-        let dest = d.cpu;
+        let dest = if let Some(cpu) = self.workload.tasks[t].pinned {
+            cpu
+        } else {
+            let d = select_idle_sibling(
+                &self.m,
+                self.policy.as_mut(),
+                &chosen.wakee,
+                &self.opts.time,
+                &self.balancer.caploads,
+                false,
+            );
+            note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
+            let r = &mut self.result;
+            r.counters.add(&d.counters);
+            r.search_ns_total += d.search_ns;
+            // The search runs on the waker's CPU, in its time.
+            if let Some((w, _, _)) = by {
+                self.tasks[w].debt += d.search_ns;
+            }
+            d.cpu
+        };
+        self.result.wakeups += 1;
+        crate::replay::place(&mut self.result.placements, &self.m.topo, prev, dest);
         if dest != prev {
             let kind = EventKind::Migrate {
                 comm: self.tasks[t].comm,
@@ -655,6 +793,12 @@ impl Sim {
         let v = task.vruntime;
         self.cpus[dest as usize].rq.push(t);
         match self.cpus[dest as usize].curr {
+            None if dest != waker_cpu && self.opts.wake_ipi_ns > 0 => {
+                if !self.cpus[dest as usize].kicked {
+                    self.cpus[dest as usize].kicked = true;
+                    self.schedule(now + self.opts.wake_ipi_ns, Ev::Kick { cpu: dest });
+                }
+            }
             None => self.switch_to_next(dest, now, None, 0),
             Some(c) => {
                 let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
@@ -682,7 +826,10 @@ impl Sim {
     /// Moves a waiting task of `from` to the idle `to`; returns it.
     fn pull(&mut self, from: u32, to: u32, now: u64) -> Option<usize> {
         let rq = &mut self.cpus[from as usize].rq;
-        let t = rq.pop()?;
+        let i = rq
+            .iter()
+            .rposition(|&t| self.workload.tasks[t].pinned.is_none())?;
+        let t = rq.remove(i);
         let task = &self.tasks[t];
         let kind = EventKind::Migrate {
             comm: task.comm,

@@ -88,7 +88,7 @@ pub struct StepResult {
 
 /// The sched features a kernel running this policy would show, so replay of the bundle
 /// takes the simulated policy as the kernel's.
-fn features_of(policy: &str) -> Option<&'static str> {
+pub fn features_of(policy: &str) -> Option<&'static str> {
     match policy {
         "sis_util" => Some("NO_SIS_PROP SIS_UTIL"),
         "sis_prop" | "vanilla" => Some("SIS_PROP NO_SIS_UTIL"),
@@ -108,6 +108,7 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
             duration_ns: o.duration_ns,
             time: TimeModel::default(),
             penalty: Penalty::default(),
+            wake_ipi_ns: super::DEFAULT_WAKE_IPI_NS,
             record: o.out_dir.is_some(),
         },
     )
@@ -127,14 +128,6 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
                     policy.replace([':', '='], "_")
                 ))
             };
-            let info = SourceInfo {
-                format: "sisreplay synth".into(),
-                nr_cpus: Some(result.nr_cpus),
-                kernel_release: None,
-                clock: Some("virtual".into()),
-                comms: Default::default(),
-                extra: Default::default(),
-            };
             let capture = serde_json::json!({
                 "synth": {
                     "machine": o.machine_name,
@@ -146,23 +139,7 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
                 },
                 "sched_debug": {"features": features_of(policy).unwrap_or("unreadable: simulated")},
             });
-            let mut src = VecSource::new(info, events);
-            bundle::write_bundle(
-                &mut src,
-                &dest,
-                ImportOptions {
-                    topology: Some(o.topology.clone()),
-                    source_path: Path::new("synth"),
-                    capture: Some(capture),
-                    progress: None,
-                },
-            )
-            .map_err(|e| e.to_string())?;
-            let results = dest.join("results");
-            std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
-            let text = serde_json::to_string_pretty(&result).expect("serialises");
-            std::fs::write(results.join("sim.json"), text + "\n")
-                .map_err(|e| format!("{}: {e}", results.display()))?;
+            write_bundle(&dest, &o.topology, events, capture, &result)?;
             Some(dest)
         }
     };
@@ -173,6 +150,42 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
     })
 }
 
+/// Writes a simulated run as a bundle: its events as a capture's, `capture` in the
+/// metadata, and `result` as results/sim.json.
+pub fn write_bundle(
+    dest: &Path,
+    topology: &Topology,
+    events: Vec<crate::trace::Event>,
+    capture: serde_json::Value,
+    result: &impl Serialize,
+) -> Result<(), String> {
+    let info = SourceInfo {
+        format: "sisreplay synth".into(),
+        nr_cpus: Some(topology.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(1)),
+        kernel_release: None,
+        clock: Some("virtual".into()),
+        comms: Default::default(),
+        extra: Default::default(),
+    };
+    let mut src = VecSource::new(info, events);
+    bundle::write_bundle(
+        &mut src,
+        dest,
+        ImportOptions {
+            topology: Some(topology.clone()),
+            source_path: Path::new("synth"),
+            capture: Some(capture),
+            progress: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let results = dest.join("results");
+    std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
+    let text = serde_json::to_string_pretty(result).expect("serialises");
+    let p = results.join("sim.json");
+    std::fs::write(&p, text + "\n").map_err(|e| format!("{}: {e}", p.display()))
+}
+
 /// Runs every (step, policy) pair over `jobs` threads; results in step, then policy
 /// order, whatever order they finish in.
 pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
@@ -181,25 +194,8 @@ pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
         .iter()
         .flat_map(|s| o.policies.iter().map(move |p| (s, p)))
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<StepResult, String>>> =
-        (0..work.len()).map(|_| None).collect();
-    let results = std::sync::Mutex::new(&mut slots);
-    std::thread::scope(|s| {
-        for _ in 0..o.jobs.max(1).min(work.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((step, policy)) = work.get(i) else {
-                    break;
-                };
-                let r = one(o, step, policy);
-                results.lock().expect("no panics while held")[i] = Some(r);
-            });
-        }
-    });
-    slots
+    super::par_map(&work, o.jobs, |(step, policy)| one(o, step, policy))
         .into_iter()
-        .map(|r| r.expect("every slot filled"))
         .collect()
 }
 

@@ -143,7 +143,10 @@ impl TaskState {
     /// A per-CPU kernel thread by name (kworker/N:M, ksoftirqd/N, migration/N, ...),
     /// since traces do not carry nr_cpus_allowed.
     pub fn is_percpu_kthread(&self) -> bool {
-        let name = self.comm.to_str_lossy();
+        TaskState::comm_is_percpu_kthread(&self.comm.to_str_lossy())
+    }
+
+    pub fn comm_is_percpu_kthread(name: &str) -> bool {
         match name.split_once('/') {
             Some((_, rest)) => rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
             None => false,

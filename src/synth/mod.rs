@@ -4,6 +4,8 @@
 //! the loopback path, as the seeds' netperf and hackbench runs imply; they are documented
 //! per workload, not tuned per experiment.
 
+pub mod traced;
+
 /// One step of a task's loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -21,10 +23,42 @@ pub enum Step {
     Count,
 }
 
+/// How a task enters the simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Runnable at time 0, on this CPU or spread over the CPUs by task index.
+    Runnable { cpu: Option<u32> },
+    /// Queued on `cpu` at `at_ns` (a task forked, or first seen, mid-trace).
+    At { at_ns: u64, cpu: u32 },
+    /// Asleep from time 0 with `cpu` as its previous CPU, until a task wakes it.
+    Asleep { cpu: u32 },
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub comm: String,
+    /// The pid it had in a trace; the simulator numbers the others.
+    pub pid: Option<i32>,
     pub steps: Vec<Step>,
+    /// Loop over the steps (a benchmark) or run them once and exit (a traced task).
+    pub looping: bool,
+    pub start: Start,
+    /// Allowed on this CPU only (a per-CPU kernel thread).
+    pub pinned: Option<u32>,
+}
+
+impl TaskSpec {
+    /// A benchmark task: its steps in a loop, runnable from the start.
+    pub fn looping(comm: String, steps: Vec<Step>) -> TaskSpec {
+        TaskSpec {
+            comm,
+            pid: None,
+            steps,
+            looping: true,
+            start: Start::Runnable { cpu: None },
+            pinned: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +67,10 @@ pub struct Workload {
     /// What one counted unit is.
     pub unit: &'static str,
     pub tasks: Vec<TaskSpec>,
+    /// Every wakeup that finds its task awake is kept for one later sleep (a traced
+    /// task's sleeps and wakeups pair up one to one); otherwise they merge into one, as
+    /// readiness of a pipe or socket does.
+    pub wakes_counted: bool,
 }
 
 pub struct WorkloadInfo {
@@ -80,9 +118,9 @@ fn pairs(name: &str, n: usize, client_ns: u64, server_ns: u64) -> Workload {
     let mut tasks = Vec::with_capacity(2 * n);
     for i in 0..n {
         let (c, s) = (2 * i, 2 * i + 1);
-        tasks.push(TaskSpec {
-            comm: format!("{name}-c{i}"),
-            steps: vec![
+        tasks.push(TaskSpec::looping(
+            format!("{name}-c{i}"),
+            vec![
                 Step::Run(client_ns),
                 Step::Wake {
                     task: s,
@@ -91,10 +129,10 @@ fn pairs(name: &str, n: usize, client_ns: u64, server_ns: u64) -> Workload {
                 Step::Sleep,
                 Step::Count,
             ],
-        });
-        tasks.push(TaskSpec {
-            comm: format!("{name}-s{i}"),
-            steps: vec![
+        ));
+        tasks.push(TaskSpec::looping(
+            format!("{name}-s{i}"),
+            vec![
                 Step::Sleep,
                 Step::Run(server_ns),
                 Step::Wake {
@@ -102,12 +140,13 @@ fn pairs(name: &str, n: usize, client_ns: u64, server_ns: u64) -> Workload {
                     sync: true,
                 },
             ],
-        });
+        ));
     }
     Workload {
         name: name.into(),
         unit: "transactions",
         tasks,
+        wakes_counted: false,
     }
 }
 
@@ -129,17 +168,14 @@ fn hackbench(threads: usize) -> Workload {
             }
             steps.push(Step::Sleep);
             steps.push(Step::Count);
-            tasks.push(TaskSpec {
-                comm: format!("hackbench-s{}", base + s),
-                steps,
-            });
+            tasks.push(TaskSpec::looping(format!("hackbench-s{}", base + s), steps));
         }
         for r in 0..HALF {
             // Each receiver reads from every sender in turn and frees its pipe space.
             let sender = base + r;
-            tasks.push(TaskSpec {
-                comm: format!("hackbench-r{}", base + HALF + r),
-                steps: vec![
+            tasks.push(TaskSpec::looping(
+                format!("hackbench-r{}", base + HALF + r),
+                vec![
                     Step::Sleep,
                     Step::Run(3 * US),
                     Step::Wake {
@@ -147,13 +183,14 @@ fn hackbench(threads: usize) -> Workload {
                         sync: true,
                     },
                 ],
-            });
+            ));
         }
     }
     Workload {
         name: "hackbench".into(),
         unit: "sender rounds",
         tasks,
+        wakes_counted: false,
     }
 }
 
@@ -172,14 +209,11 @@ fn schbench(threads: usize) -> Workload {
             });
         }
         steps.push(Step::Sleep);
-        tasks.push(TaskSpec {
-            comm: format!("schbench-m{g}"),
-            steps,
-        });
+        tasks.push(TaskSpec::looping(format!("schbench-m{g}"), steps));
         for w in 0..WORKERS {
-            tasks.push(TaskSpec {
-                comm: format!("schbench-w{g}-{w}"),
-                steps: vec![
+            tasks.push(TaskSpec::looping(
+                format!("schbench-w{g}-{w}"),
+                vec![
                     Step::Sleep,
                     Step::Run(30 * US),
                     Step::Count,
@@ -188,13 +222,14 @@ fn schbench(threads: usize) -> Workload {
                         sync: false,
                     },
                 ],
-            });
+            ));
         }
     }
     Workload {
         name: "schbench".into(),
         unit: "requests",
         tasks,
+        wakes_counted: false,
     }
 }
 
@@ -211,11 +246,14 @@ pub fn build(name: &str, threads: usize) -> Result<Workload, String> {
             name: name.into(),
             unit: "ms of CPU",
             tasks: (0..n)
-                .map(|i| TaskSpec {
-                    comm: format!("spin-{i}"),
-                    steps: vec![Step::Run(1_000 * US), Step::Count],
+                .map(|i| {
+                    TaskSpec::looping(
+                        format!("spin-{i}"),
+                        vec![Step::Run(1_000 * US), Step::Count],
+                    )
                 })
                 .collect(),
+            wakes_counted: false,
         },
         other => {
             let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();

@@ -1,0 +1,465 @@
+//! A workload model built from a captured trace, for `sisreplay simulate`: every traced
+//! task becomes a run-once list of steps. Its CPU time between sleeps becomes run bursts;
+//! a wakeup it issued while running becomes a Wake step at that point of its own CPU time
+//! (a dependency: if the waker runs later under another policy, so does the wakee); a
+//! sleep that ended by an interrupt or timer (the waking came from the idle task or from
+//! IRQ context) becomes a timed sleep of the traced length. Preemption is not a sleep:
+//! the burst continues when the task runs again.
+//!
+//! What a trace cannot tell is left out: a waking inside an interrupt that the capture
+//! did not record (no irq events) is taken for the interrupted task's own; run bursts
+//! keep the time the traced kernel spent searching and refilling caches, which the
+//! simulator then charges again by its own model.
+
+use std::collections::HashMap;
+
+use super::{Start, Step, TaskSpec, Workload};
+use crate::state::machine::TaskState;
+use crate::trace::{Event, EventKind};
+
+/// wake_flags bit of a sync wakeup (kernel/sched/sched.h, since v5.13).
+const WF_SYNC: u32 = 0x10;
+/// sched_switch's prev_state bit for a preempted task (TASK_REPORT_MAX).
+const PREEMPTED: i64 = 0x100;
+
+/// What the builder read, besides the tasks.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TracedShape {
+    /// First and last event, ns on the trace's clock.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub tasks: usize,
+    /// Wakeups that became dependencies between tasks / timed sleeps.
+    pub task_wakeups: u64,
+    pub timer_wakeups: u64,
+    /// Wakings of tasks that had not gone to sleep (no step: nothing to wait for).
+    pub ignored_wakings: u64,
+    /// Wake flags came from the select_task_rq_fair probe for this many task wakeups;
+    /// the others are taken as sync, as replay guesses.
+    pub probed_sync: u64,
+}
+
+#[derive(Default)]
+struct Building {
+    pid: i32,
+    comm: String,
+    steps: Vec<Step>,
+    start: Option<Start>,
+    /// Running since (ns), when on a CPU.
+    on_cpu_since: Option<u64>,
+    /// CPU time since the last step boundary.
+    ran: u64,
+    /// Asleep since (ns) and the index of its Sleep step, when asleep.
+    asleep: Option<(u64, Option<usize>)>,
+    exited: bool,
+    first_cpu: u32,
+    /// Woken while still on its CPU: the kernel dequeues a blocking task before the
+    /// switch is traced, so a waking can come first. The sleep that follows is then
+    /// already satisfied; if no sleep follows, the wake did nothing.
+    early: Option<Early>,
+}
+
+#[derive(Clone, Copy)]
+enum Early {
+    /// By a task: its Wake step, to undo if the wakee does not sleep.
+    Task {
+        waker: usize,
+        step: usize,
+    },
+    Timer,
+}
+
+/// A step that does nothing: what a provisional Wake becomes when it woke no one.
+const NOTHING: Step = Step::Run(0);
+
+/// Undoes a provisional early wake that found its task not going to sleep.
+fn cancel_early(tasks: &mut [Building], i: usize) {
+    if let Some(Early::Task { waker, step }) = tasks[i].early.take() {
+        tasks[waker].steps[step] = NOTHING;
+    }
+}
+
+impl Building {
+    fn flush_run(&mut self, now: u64) {
+        if let Some(since) = self.on_cpu_since {
+            self.ran += now.saturating_sub(since);
+            self.on_cpu_since = Some(now);
+        }
+        if self.ran > 0 {
+            self.steps.push(Step::Run(self.ran));
+            self.ran = 0;
+        }
+    }
+}
+
+/// Builds the model from a trace's events (in time order). `name` names the workload.
+pub fn build(
+    name: &str,
+    events: impl Iterator<Item = Event>,
+    nr_cpus: u32,
+) -> (Workload, TracedShape) {
+    let mut index: HashMap<i32, usize> = HashMap::new();
+    let mut tasks: Vec<Building> = Vec::new();
+    let mut curr: Vec<i32> = vec![0; nr_cpus.max(1) as usize];
+    let mut irq_depth: Vec<u32> = vec![0; nr_cpus.max(1) as usize];
+    // Until a CPU's first switch, who runs there is known only from what it does.
+    let mut switched: Vec<bool> = vec![false; nr_cpus.max(1) as usize];
+    // The Wake step a CPU's waker just added, for the probe that follows the waking.
+    let mut last_wake: Vec<Option<(usize, usize)>> = vec![None; nr_cpus.max(1) as usize];
+    let mut shape = TracedShape::default();
+    let mut first: Option<u64> = None;
+
+    // The task of a pid, added when first seen.
+    fn slot(
+        index: &mut HashMap<i32, usize>,
+        tasks: &mut Vec<Building>,
+        pid: i32,
+        comm: &dyn Fn() -> String,
+    ) -> usize {
+        *index.entry(pid).or_insert_with(|| {
+            tasks.push(Building {
+                pid,
+                comm: comm(),
+                ..Building::default()
+            });
+            tasks.len() - 1
+        })
+    }
+
+    for e in events {
+        let now = e.ts;
+        let t0 = *first.get_or_insert(now);
+        shape.last_ns = now;
+        let cpu = e.cpu as usize;
+        if cpu >= curr.len() {
+            continue;
+        }
+        match &e.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_comm,
+                prev_state,
+                next_pid,
+                next_comm,
+                ..
+            } => {
+                if curr[cpu] != *prev_pid && curr[cpu] != 0 {
+                    // A switch the kernel did not record (or a task guessed from its
+                    // wakings): when the task left the CPU is unknown, so its time there
+                    // is not counted.
+                    if let Some(&i) = index.get(&curr[cpu]) {
+                        tasks[i].on_cpu_since = None;
+                    }
+                }
+                if *prev_pid != 0 {
+                    let i = slot(&mut index, &mut tasks, *prev_pid, &|| {
+                        prev_comm.to_str_lossy().into()
+                    });
+                    let b = &mut tasks[i];
+                    if b.start.is_none() {
+                        // Running when the trace began.
+                        b.start = Some(Start::Runnable {
+                            cpu: Some(cpu as u32),
+                        });
+                        b.first_cpu = cpu as u32;
+                        b.on_cpu_since = Some(t0);
+                    }
+                    if let Some(since) = b.on_cpu_since.take() {
+                        b.ran += now.saturating_sub(since);
+                    }
+                    let preempted = *prev_state == 0 || *prev_state & PREEMPTED != 0;
+                    if preempted {
+                        cancel_early(&mut tasks, i);
+                    } else if !b.exited {
+                        b.flush_run(now);
+                        b.steps.push(Step::Count);
+                        if *prev_state & 0x30 != 0 {
+                            // EXIT_DEAD or EXIT_ZOMBIE: the task is gone.
+                            b.exited = true;
+                            cancel_early(&mut tasks, i);
+                        } else {
+                            match b.early.take() {
+                                // Its wakeup came first: a sleep its waker ends.
+                                Some(Early::Task { .. }) => b.steps.push(Step::Sleep),
+                                // An interrupt already ended it: no sleep to model.
+                                Some(Early::Timer) => {}
+                                None => {
+                                    b.steps.push(Step::Sleep);
+                                    b.asleep = Some((now, Some(b.steps.len() - 1)));
+                                }
+                            }
+                        }
+                    }
+                }
+                curr[cpu] = *next_pid;
+                switched[cpu] = true;
+                if *next_pid != 0 {
+                    let i = slot(&mut index, &mut tasks, *next_pid, &|| {
+                        next_comm.to_str_lossy().into()
+                    });
+                    let b = &mut tasks[i];
+                    if b.start.is_none() {
+                        b.start = Some(Start::At {
+                            at_ns: now - t0,
+                            cpu: cpu as u32,
+                        });
+                        b.first_cpu = cpu as u32;
+                    }
+                    b.on_cpu_since = Some(now);
+                    if let Some((since, Some(k))) = b.asleep.take() {
+                        // Running again without a recorded waking (lost, or not traced):
+                        // the sleep ends by itself.
+                        b.steps[k] = Step::SleepFor(now.saturating_sub(since).max(1));
+                    }
+                }
+            }
+            EventKind::WakeupNew(w) => {
+                let i = slot(&mut index, &mut tasks, w.pid, &|| {
+                    w.comm.to_str_lossy().into()
+                });
+                let b = &mut tasks[i];
+                if b.start.is_none() {
+                    let c = w.target_cpu.max(0) as u32;
+                    b.start = Some(Start::At {
+                        at_ns: now - t0,
+                        cpu: c,
+                    });
+                    b.first_cpu = c;
+                }
+            }
+            EventKind::Waking(w) => {
+                let i = slot(&mut index, &mut tasks, w.pid, &|| {
+                    w.comm.to_str_lossy().into()
+                });
+                let prev = (w.target_cpu.max(0) as u32).min(nr_cpus.max(1) - 1);
+                if tasks[i].start.is_none() {
+                    // Asleep when the trace began.
+                    tasks[i].start = Some(Start::Asleep { cpu: prev });
+                    tasks[i].first_cpu = prev;
+                    tasks[i].asleep = Some((t0, None));
+                }
+                let waker = e.common_pid;
+                let asleep = tasks[i].asleep.take();
+                // On its CPU still (blocking), not queued after a preemption.
+                let blocking =
+                    asleep.is_none() && tasks[i].on_cpu_since.is_some() && tasks[i].early.is_none();
+                if asleep.is_none() && !blocking {
+                    shape.ignored_wakings += 1;
+                    continue;
+                }
+                if !switched[cpu] && curr[cpu] == 0 && waker != 0 && waker != w.pid {
+                    // The waker has been running since before the trace began.
+                    let wi = slot(&mut index, &mut tasks, waker, &|| format!("pid {waker}"));
+                    let wb = &mut tasks[wi];
+                    if wb.start.is_none() {
+                        wb.start = Some(Start::Runnable {
+                            cpu: Some(cpu as u32),
+                        });
+                        wb.first_cpu = cpu as u32;
+                        wb.on_cpu_since = Some(t0);
+                    }
+                    curr[cpu] = waker;
+                }
+                let by_task = waker != 0
+                    && waker != w.pid
+                    && curr[cpu] == waker
+                    && irq_depth[cpu] == 0
+                    && index.contains_key(&waker);
+                if by_task {
+                    let wi = index[&waker];
+                    let wb = &mut tasks[wi];
+                    wb.flush_run(now);
+                    wb.steps.push(Step::Wake {
+                        task: i,
+                        sync: true,
+                    });
+                    let step = wb.steps.len() - 1;
+                    last_wake[cpu] = Some((wi, step));
+                    shape.task_wakeups += 1;
+                    if blocking {
+                        tasks[i].early = Some(Early::Task { waker: wi, step });
+                    }
+                } else if blocking {
+                    tasks[i].early = Some(Early::Timer);
+                    last_wake[cpu] = None;
+                    shape.timer_wakeups += 1;
+                } else {
+                    let (since, sleep_step) = asleep.expect("asleep or blocking");
+                    let ns = now.saturating_sub(since).max(1);
+                    match sleep_step {
+                        Some(k) => tasks[i].steps[k] = Step::SleepFor(ns),
+                        None => {
+                            tasks[i].start = Some(Start::At {
+                                at_ns: now - t0,
+                                cpu: prev,
+                            })
+                        }
+                    }
+                    last_wake[cpu] = None;
+                    shape.timer_wakeups += 1;
+                }
+            }
+            EventKind::SelectEnter { wake_flags, .. } => {
+                if let Some((wi, k)) = last_wake[cpu].take() {
+                    if let Step::Wake { task, .. } = tasks[wi].steps[k] {
+                        tasks[wi].steps[k] = Step::Wake {
+                            task,
+                            sync: wake_flags & WF_SYNC != 0,
+                        };
+                        shape.probed_sync += 1;
+                    }
+                }
+            }
+            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => irq_depth[cpu] += 1,
+            EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => {
+                irq_depth[cpu] = irq_depth[cpu].saturating_sub(1)
+            }
+            _ => {}
+        }
+    }
+    // What ran up to the end of the trace is the task's last burst.
+    let end = shape.last_ns;
+    for i in 0..tasks.len() {
+        cancel_early(&mut tasks, i);
+    }
+    for b in &mut tasks {
+        b.flush_run(end);
+        if let Some((_, Some(k))) = b.asleep {
+            if k + 1 == b.steps.len() {
+                // Asleep at the end, woken by no one in the trace.
+                b.steps.pop();
+            }
+        }
+    }
+    shape.first_ns = first.unwrap_or(0);
+    shape.tasks = tasks.len();
+    let specs = tasks
+        .into_iter()
+        .map(|b| {
+            let pinned = TaskState::comm_is_percpu_kthread(&b.comm).then_some(b.first_cpu);
+            TaskSpec {
+                comm: b.comm,
+                pid: Some(b.pid),
+                steps: b.steps,
+                looping: false,
+                start: b.start.unwrap_or(Start::Asleep { cpu: b.first_cpu }),
+                pinned,
+            }
+        })
+        .collect();
+    (
+        Workload {
+            name: name.into(),
+            unit: "run bursts",
+            tasks: specs,
+            wakes_counted: true,
+        },
+        shape,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Comm, Wake};
+
+    const US: u64 = 1_000;
+
+    fn switch(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: prev,
+            kind: EventKind::Switch {
+                prev_comm: Comm::from_bytes(format!("t{prev}").as_bytes()),
+                prev_pid: prev,
+                prev_prio: 120,
+                prev_state: state,
+                next_comm: Comm::from_bytes(format!("t{next}").as_bytes()),
+                next_pid: next,
+                next_prio: 120,
+            },
+        }
+    }
+
+    fn waking(ts: u64, cpu: u32, by: i32, pid: i32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: by,
+            kind: EventKind::Waking(Wake {
+                comm: Comm::from_bytes(format!("t{pid}").as_bytes()),
+                pid,
+                prio: 120,
+                target_cpu: cpu as i32,
+            }),
+        }
+    }
+
+    /// Task 10 runs 10 us, wakes 20, runs 5 us more and sleeps; 20 runs 30 us and
+    /// sleeps until a timer 100 us later, runs 4 us and wakes 10, which preempts it after
+    /// 3 us more. 10 runs 4 us, wakes 20 while 20 is queued (a wakeup that does nothing),
+    /// is preempted by 20, moves to CPU 1, and after 7 us wakes 20 while 20 is still on
+    /// CPU 0 about to sleep (blocked before its switch is traced: the wakeup ends that
+    /// sleep). 20 sleeps after 9 us; 10 sleeps 5 us later, until the end.
+    #[test]
+    fn bursts_dependencies_timers_and_early_wakeups() {
+        let events = vec![
+            switch(0, 0, 0, 0, 10),
+            waking(10 * US, 0, 10, 20),
+            switch(15 * US, 0, 10, 1, 20),
+            switch(45 * US, 0, 20, 1, 0),
+            waking(145 * US, 0, 0, 20),
+            switch(146 * US, 0, 0, 0, 20),
+            waking(150 * US, 0, 20, 10),
+            switch(153 * US, 0, 20, 0x100, 10),
+            waking(155 * US, 0, 10, 20),
+            switch(157 * US, 0, 10, 0x100, 20),
+            switch(158 * US, 1, 0, 0, 10),
+            waking(165 * US, 1, 10, 20),
+            switch(166 * US, 0, 20, 1, 0),
+            switch(171 * US, 1, 10, 1, 0),
+        ];
+        let (w, shape) = build("t", events.into_iter(), 2);
+        let (t10, t20) = (&w.tasks[0], &w.tasks[1]);
+        assert_eq!((t10.pid, t20.pid), (Some(10), Some(20)));
+        assert_eq!(t10.start, Start::At { at_ns: 0, cpu: 0 });
+        assert_eq!(t20.start, Start::Asleep { cpu: 0 });
+        let wake = |task| Step::Wake { task, sync: true };
+        assert_eq!(
+            t10.steps,
+            vec![
+                Step::Run(10 * US),
+                wake(1),
+                Step::Run(5 * US),
+                Step::Count,
+                Step::Sleep,
+                Step::Run(11 * US),
+                wake(1),
+                Step::Run(6 * US),
+                Step::Count,
+            ]
+        );
+        assert_eq!(
+            t20.steps,
+            vec![
+                Step::Run(30 * US),
+                Step::Count,
+                Step::SleepFor(100 * US),
+                Step::Run(4 * US),
+                wake(0),
+                Step::Run(12 * US),
+                Step::Count,
+                Step::Sleep,
+            ]
+        );
+        assert_eq!(
+            (
+                shape.task_wakeups,
+                shape.timer_wakeups,
+                shape.ignored_wakings
+            ),
+            (3, 1, 1)
+        );
+    }
+}
