@@ -163,6 +163,9 @@ pub struct TraceSummary {
     pub path: PathBuf,
     pub duration_ns: u64,
     pub observed: Observed,
+    /// What the simulator measured, for a bundle `synth` or `simulate` wrote.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<SimSummary>,
     /// The whole replay, for reports.
     #[serde(skip)]
     pub replay: Option<Box<ReplayResult>>,
@@ -175,8 +178,57 @@ impl TraceSummary {
             path: path.to_path_buf(),
             duration_ns: r.duration_ns,
             observed: r.observed.clone(),
+            simulated: SimSummary::read(path),
             replay: Some(Box::new(r)),
         }
+    }
+}
+
+/// The closed-loop measures of a simulated bundle (its results/sim.json), which no trace
+/// of a real machine has: throughput, and latency with the policy's own placements.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimSummary {
+    pub workload: String,
+    pub policy: String,
+    pub unit: String,
+    pub throughput_per_s: f64,
+    pub wakeups: u64,
+    pub latency_p50_ns: u64,
+    pub latency_p90_ns: u64,
+    pub latency_p99_ns: u64,
+    pub se_eff: f64,
+    pub scanned_per_search: f64,
+    pub cross_llc_pct: f64,
+}
+
+impl SimSummary {
+    /// None when the bundle holds no simulation result or it cannot be read.
+    pub fn read(bundle: &Path) -> Option<SimSummary> {
+        let text = std::fs::read_to_string(bundle.join("results/sim.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let u = |p: &str| v.pointer(p).and_then(|x| x.as_u64()).unwrap_or(0);
+        let f = |p: &str| v.pointer(p).and_then(|x| x.as_f64()).unwrap_or(0.0);
+        let t = |p: &str| {
+            v.pointer(p)
+                .and_then(|x| x.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let wakeups = u("/wakeups");
+        let cross = u("/placements/cross_llc") + u("/placements/cross_numa");
+        Some(SimSummary {
+            workload: t("/workload"),
+            policy: t("/policy"),
+            unit: t("/unit"),
+            throughput_per_s: f("/throughput_per_s"),
+            wakeups,
+            latency_p50_ns: u("/latency/p50"),
+            latency_p90_ns: u("/latency/p90"),
+            latency_p99_ns: u("/latency/p99"),
+            se_eff: f("/derived/se_eff"),
+            scanned_per_search: u("/counters/scanned") as f64 / u("/counters/search").max(1) as f64,
+            cross_llc_pct: 100.0 * cross as f64 / wakeups.max(1) as f64,
+        })
     }
 }
 

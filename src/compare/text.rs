@@ -122,5 +122,46 @@ pub fn render(c: &Comparison) -> String {
             ob.latency.p99_9 as f64 / 1e3,
         );
     }
+    let simulated: Vec<(&str, &crate::compare::SimSummary)> = c
+        .traces
+        .iter()
+        .filter_map(|s| s.simulated.as_ref().map(|m| (s.trace.as_str(), m)))
+        .collect();
+    if let Some((_, base)) = simulated.first() {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "simulated (closed loop), throughput against {}",
+            simulated[0].0
+        );
+        let _ = writeln!(
+            o,
+            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}",
+            "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
+        );
+        for (name, m) in &simulated {
+            let vs = if base.throughput_per_s > 0.0 {
+                format!(
+                    "{:+.2}%",
+                    100.0 * (m.throughput_per_s - base.throughput_per_s) / base.throughput_per_s
+                )
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                o,
+                "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}",
+                short_tail(name, 15),
+                m.throughput_per_s,
+                vs,
+                m.latency_p50_ns as f64 / 1e3,
+                m.latency_p90_ns as f64 / 1e3,
+                m.latency_p99_ns as f64 / 1e3,
+                m.se_eff,
+                m.cross_llc_pct
+            );
+        }
+        let _ = writeln!(o, "units: {}", base.unit);
+    }
     o
 }

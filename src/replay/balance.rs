@@ -13,6 +13,9 @@
 use crate::policy::{LlcBalance, Policy};
 use crate::state::Machine;
 
+/// sd->busy_factor: a busy CPU balances this many times less often.
+const BUSY_FACTOR: u64 = 16;
+
 /// One balancing group of an LLC domain and when it balances next.
 struct Group {
     llc: usize,
@@ -99,15 +102,16 @@ impl Balancer {
             // The first balance comes one interval after the start, as a domain's
             // last_balance starts when it is built (statistics of PELT signals that have
             // only begun to accrue would mislead SIS_UTIL); the groups' phases are spread
-            // over the interval, as a long-running machine's have drifted apart.
+            // over the busy interval, as a long-running busy machine's have drifted
+            // apart: its LLC is then refreshed every 16 * weight / groups ms.
             let due = *g
                 .next
-                .get_or_insert(now + interval + interval * g.index / g.of.max(1));
+                .get_or_insert(now + interval + BUSY_FACTOR * interval * g.index / g.of.max(1));
             if now < due {
                 continue;
             }
             let busy = !self.groups[gi].cpus.iter().any(|&c| m.is_idle(c));
-            self.groups[gi].next = Some(now + interval * if busy { 16 } else { 1 });
+            self.groups[gi].next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
             let (llc_id, cpus) = &self.llcs[llc];
             for &c in cpus {
                 m.refresh(c, now);

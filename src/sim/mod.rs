@@ -175,6 +175,8 @@ struct Task {
     vruntime: u64,
     /// Wakeups that found the task awake, kept for its next sleeps.
     wake_pending: u32,
+    /// When it last left a CPU (exec_start, for cache hotness).
+    last_ran: u64,
     woken_at: Option<u64>,
 }
 
@@ -235,6 +237,8 @@ pub struct Sim {
     latencies: Vec<u32>,
     /// When a task last left a CPU.
     last_active: u64,
+    /// The last event's timestamp.
+    last_stamp: u64,
     result: SimResult,
 }
 
@@ -329,6 +333,7 @@ impl Sim {
                 },
                 vruntime: 0,
                 wake_pending: 0,
+                last_ran: 0,
                 woken_at: None,
             })
             .collect();
@@ -373,6 +378,7 @@ impl Sim {
             events: Vec::new(),
             latencies: Vec::new(),
             last_active: 0,
+            last_stamp: 0,
             result,
             opts,
         })
@@ -394,7 +400,17 @@ impl Sim {
     }
 
     /// Emits a tracepoint: the machine state follows it, and it is kept for the bundle.
-    fn emit(&mut self, ts: u64, cpu: u32, common_pid: i32, kind: EventKind) {
+    /// Events get distinct timestamps (a nanosecond apart where the simulation made
+    /// several at once): a bundle orders equal timestamps by its own rules, and its
+    /// replay must see them in the order the simulation made them. Returns the stamp.
+    fn emit(&mut self, now: u64, cpu: u32, common_pid: i32, kind: EventKind) -> u64 {
+        let ts = now.max(self.last_stamp + 1);
+        self.last_stamp = ts;
+        // SIS_UTIL's and CAS's view of the machine, on replay's schedule: before the
+        // event that finds the balance due.
+        if self.balancer.due(ts) {
+            self.balancer.tick(&mut self.m, vec![&mut self.policy], ts);
+        }
         let e = Event {
             ts,
             cpu,
@@ -407,6 +423,7 @@ impl Sim {
         if self.opts.record {
             self.events.push(e);
         }
+        ts
     }
 
     fn wake_payload(&self, t: usize, target_cpu: u32) -> Wake {
@@ -463,10 +480,6 @@ impl Sim {
             }
             if busy_at_warmup.is_none() && now >= warmup {
                 busy_at_warmup = Some(self.reset_metrics(warmup));
-            }
-            // SIS_UTIL's and CAS's view of the machine, on replay's schedule.
-            if self.balancer.due(now) {
-                self.balancer.tick(&mut self.m, vec![&mut self.policy], now);
             }
             match ev {
                 Ev::Stint { cpu, gen } => {
@@ -555,8 +568,9 @@ impl Sim {
     /// Switches `cpu` from `prev` (which has left the CPU in state `prev_state`) to the
     /// next waiting task, or to idle after a newidle balance.
     fn switch_to_next(&mut self, cpu: u32, now: u64, prev: Option<usize>, prev_state: i64) {
-        if prev.is_some() {
+        if let Some(p) = prev {
             self.last_active = now;
+            self.tasks[p].last_ran = now;
         }
         let next = self.pick(cpu).or_else(|| self.newidle(cpu, now));
         let (prev_pid, prev_comm) = prev.map_or((0, Comm::default()), |p| {
@@ -732,11 +746,11 @@ impl Sim {
             }
         };
         let w = self.wake_payload(t, prev);
-        self.emit(now, waker_cpu, waker_pid, EventKind::Waking(w));
+        let stamp = self.emit(now, waker_cpu, waker_pid, EventKind::Waking(w));
         let chosen = choose_target(
             &mut self.m,
             &Waking {
-                now,
+                now: stamp,
                 waker_cpu,
                 waker: waker_pid,
                 wakee: self.tasks[t].pid,
@@ -825,11 +839,11 @@ impl Sim {
 
     /// Moves a waiting task of `from` to the idle `to`; returns it.
     fn pull(&mut self, from: u32, to: u32, now: u64) -> Option<usize> {
-        let rq = &mut self.cpus[from as usize].rq;
-        let i = rq
+        let i = self.cpus[from as usize]
+            .rq
             .iter()
-            .rposition(|&t| self.workload.tasks[t].pinned.is_none())?;
-        let t = rq.remove(i);
+            .rposition(|&t| self.can_migrate(t, now))?;
+        let t = self.cpus[from as usize].rq.remove(i);
         let task = &self.tasks[t];
         let kind = EventKind::Migrate {
             comm: task.comm,
@@ -847,11 +861,25 @@ impl Sim {
         Some(t)
     }
 
-    /// The busiest CPU of a span by waiting tasks, if any has one waiting.
-    fn busiest(&self, span: &[u32], except: u32) -> Option<u32> {
+    /// can_migrate_task: not pinned, and not cache-hot (it last ran at least a
+    /// migration cost ago).
+    fn can_migrate(&self, t: usize, now: u64) -> bool {
+        self.workload.tasks[t].pinned.is_none()
+            && now.saturating_sub(self.tasks[t].last_ran) >= MIGRATION_COST
+    }
+
+    /// The busiest CPU of a span by waiting tasks, among those a balance may take from:
+    /// two tasks or more (an idle balance never takes a runqueue's only task, such as
+    /// one woken onto an idle CPU still leaving idle) and one of them movable.
+    fn busiest(&self, span: &[u32], except: u32, now: u64) -> Option<u32> {
         span.iter()
             .copied()
-            .filter(|&c| c != except && !self.cpus[c as usize].rq.is_empty())
+            .filter(|&c| {
+                let cpu = &self.cpus[c as usize];
+                c != except
+                    && cpu.rq.len() + cpu.curr.is_some() as usize >= 2
+                    && cpu.rq.iter().any(|&t| self.can_migrate(t, now))
+            })
             .max_by_key(|&c| (self.cpus[c as usize].rq.len(), Reverse(c)))
     }
 
@@ -874,7 +902,7 @@ impl Sim {
                 break;
             }
             let name = l.name;
-            if let Some(from) = self.busiest(&l.span, cpu) {
+            if let Some(from) = self.busiest(&l.span, cpu, now) {
                 let t = self.pull(from, cpu, now)?;
                 *self
                     .result
@@ -896,7 +924,7 @@ impl Sim {
             }
             let from = self.topo_levels[cpu as usize]
                 .iter()
-                .find_map(|l| self.busiest(&l.span, cpu));
+                .find_map(|l| self.busiest(&l.span, cpu, now));
             if let Some(from) = from {
                 if let Some(t) = self.pull(from, cpu, now) {
                     self.cpus[cpu as usize].rq.push(t);

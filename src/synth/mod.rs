@@ -150,14 +150,18 @@ fn pairs(name: &str, n: usize, client_ns: u64, server_ns: u64) -> Workload {
     }
 }
 
-fn hackbench(threads: usize) -> Workload {
-    const HALF: usize = 20;
-    let groups = threads.div_ceil(2 * HALF).max(1);
+/// hackbench's default: 20 file descriptors, i.e. 20 senders and 20 receivers a group.
+const HACKBENCH_FDS: usize = 20;
+/// Workers per message thread.
+const SCHBENCH_WORKERS: usize = 8;
+
+fn hackbench(threads: usize, fds: usize) -> Workload {
+    let groups = threads.div_ceil(2 * fds).max(1);
     let mut tasks = Vec::new();
     for g in 0..groups {
-        let base = g * 2 * HALF;
-        let receivers: Vec<usize> = (base + HALF..base + 2 * HALF).collect();
-        for s in 0..HALF {
+        let base = g * 2 * fds;
+        let receivers: Vec<usize> = (base + fds..base + 2 * fds).collect();
+        for s in 0..fds {
             let mut steps = Vec::new();
             for &r in &receivers {
                 steps.push(Step::Run(2 * US));
@@ -170,11 +174,11 @@ fn hackbench(threads: usize) -> Workload {
             steps.push(Step::Count);
             tasks.push(TaskSpec::looping(format!("hackbench-s{}", base + s), steps));
         }
-        for r in 0..HALF {
+        for r in 0..fds {
             // Each receiver reads from every sender in turn and frees its pipe space.
             let sender = base + r;
             tasks.push(TaskSpec::looping(
-                format!("hackbench-r{}", base + HALF + r),
+                format!("hackbench-r{}", base + fds + r),
                 vec![
                     Step::Sleep,
                     Step::Run(3 * US),
@@ -194,15 +198,14 @@ fn hackbench(threads: usize) -> Workload {
     }
 }
 
-fn schbench(threads: usize) -> Workload {
-    const WORKERS: usize = 8;
-    let groups = threads.div_ceil(WORKERS).max(1);
+fn schbench(threads: usize, workers: usize) -> Workload {
+    let groups = threads.div_ceil(workers).max(1);
     let mut tasks = Vec::new();
     for g in 0..groups {
         let msg = tasks.len();
-        let workers: Vec<usize> = (msg + 1..=msg + WORKERS).collect();
+        let worker_ids: Vec<usize> = (msg + 1..=msg + workers).collect();
         let mut steps = vec![Step::Run(2 * US)];
-        for &w in &workers {
+        for &w in &worker_ids {
             steps.push(Step::Wake {
                 task: w,
                 sync: false,
@@ -210,7 +213,7 @@ fn schbench(threads: usize) -> Workload {
         }
         steps.push(Step::Sleep);
         tasks.push(TaskSpec::looping(format!("schbench-m{g}"), steps));
-        for w in 0..WORKERS {
+        for w in 0..workers {
             tasks.push(TaskSpec::looping(
                 format!("schbench-w{g}-{w}"),
                 vec![
@@ -234,14 +237,51 @@ fn schbench(threads: usize) -> Workload {
 }
 
 /// Builds a workload with `threads` threads (pairs for the request/response ones).
-pub fn build(name: &str, threads: usize) -> Result<Workload, String> {
+/// `name` may carry parameters as policies do: `hackbench:fds=14` (senders and receivers
+/// per group), `schbench:workers=27` (workers per message thread).
+pub fn build(spec: &str, threads: usize) -> Result<Workload, String> {
     let n = threads.max(1);
-    Ok(match name {
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap_or_default();
+    let mut params: Vec<(&str, usize)> = Vec::new();
+    for p in parts {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("workload {spec:?}: expected key=value after ':', got {p:?}"))?;
+        let v = v
+            .parse::<usize>()
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("workload {spec:?}: {k} must be a positive integer"))?;
+        params.push((k, v));
+    }
+    let allowed: &[&str] = match name {
+        "hackbench" => &["fds"],
+        "schbench" => &["workers"],
+        _ => &[],
+    };
+    if let Some((k, _)) = params.iter().find(|(k, _)| !allowed.contains(k)) {
+        return Err(format!(
+            "workload {spec:?}: unknown parameter {k:?}{}",
+            if allowed.is_empty() {
+                String::from(" (it takes none)")
+            } else {
+                format!(" (it takes {})", allowed.join(", "))
+            }
+        ));
+    }
+    let param = |k: &str, default: usize| {
+        params
+            .iter()
+            .find(|(name, _)| *name == k)
+            .map_or(default, |(_, v)| *v)
+    };
+    let mut w = match name {
         "netperf-tcp-rr" => pairs(name, n, 4 * US, 6 * US),
         "netperf-udp-rr" => pairs(name, n, 3 * US, 4 * US),
         "tbench" => pairs(name, n, 30 * US, 60 * US),
-        "hackbench" => hackbench(n),
-        "schbench" => schbench(n),
+        "hackbench" => hackbench(n, param("fds", HACKBENCH_FDS)),
+        "schbench" => schbench(n, param("workers", SCHBENCH_WORKERS)),
         "spin" => Workload {
             name: name.into(),
             unit: "ms of CPU",
@@ -262,7 +302,9 @@ pub fn build(name: &str, threads: usize) -> Result<Workload, String> {
                 known.join(", ")
             ));
         }
-    })
+    };
+    w.name = spec.into();
+    Ok(w)
 }
 
 #[cfg(test)]
@@ -292,5 +334,12 @@ mod tests {
         let s = build("schbench", 16).unwrap();
         assert_eq!(s.tasks.len(), 18);
         assert!(build("nope", 1).unwrap_err().contains("netperf-tcp-rr"));
+        // 2 groups of 14 senders and 14 receivers; 2 message threads of 28 workers.
+        assert_eq!(build("hackbench:fds=14", 56).unwrap().tasks.len(), 56);
+        assert_eq!(build("schbench:workers=28", 56).unwrap().tasks.len(), 58);
+        assert!(build("tbench:fds=3", 8).unwrap_err().contains("takes none"));
+        assert!(build("hackbench:fds=0", 8)
+            .unwrap_err()
+            .contains("positive"));
     }
 }
