@@ -38,6 +38,8 @@ fn main() {
                 time: TimeModel::default(),
                 penalty: Penalty::default(),
                 wake_ipi_ns: sisreplay::sim::DEFAULT_WAKE_IPI_NS,
+                jitter: sisreplay::sim::DEFAULT_JITTER,
+                seed: 1,
                 record,
             },
         )

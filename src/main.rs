@@ -228,6 +228,9 @@ struct SynthArgs {
     /// Simulate only; write no bundle
     #[arg(long)]
     pub no_bundle: bool,
+    /// Seed of the run-time variation (same seed, same run)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Threads to run the steps on [default: the CPUs available]
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -838,6 +841,7 @@ fn run_synth(args: SynthArgs) -> ExitCode {
         duration_ns: args.duration.as_nanos().min(u64::MAX as u128) as u64,
         warmup_ns: args.warmup.as_nanos().min(u64::MAX as u128) as u64,
         out_is_bundle: single && args.output.is_some(),
+        seed: args.seed,
         out_dir,
         jobs: args
             .jobs

@@ -40,9 +40,8 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     let m = &r["model"];
     let deps = m["task_wakeups"].as_u64().unwrap();
     assert!((100_000..=113_970).contains(&deps), "{deps}");
-    // Each re-run is a bundle: replayed with its own policy, the simulated decisions
-    // come back, all but the wakeups of per-CPU kernel threads, which the re-run keeps
-    // on their CPU without a search (a handful here).
+    // Each re-run is a bundle: replayed with its own policy, every simulated decision
+    // comes back (per-CPU kernel threads get no selection in either).
     for p in ["sis_util", "sis_prop"] {
         let b = out.join(format!("sim-pingpong-2pairs-{p}"));
         assert!(b.join("results/sim.json").is_file(), "{}", b.display());
@@ -55,7 +54,7 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
             f["decisions"].as_u64().unwrap(),
         );
         assert!(all > 40_000, "{p}: {all}");
-        assert!(all - agree <= 5, "{p}: {agree} of {all}");
+        assert_eq!(agree, all, "{p}");
     }
 }
 

@@ -80,6 +80,9 @@ pub struct Skipped {
     /// The trace has select_task_rq_fair probes and none fired for this waking: the
     /// kernel selected nothing (on_rq, delayed, or a task allowed on one CPU only).
     pub no_selection: u64,
+    /// The wakee is a per-CPU kernel thread, allowed on one CPU: select_task_rq does not
+    /// call the class's selection for it.
+    pub pinned: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -557,8 +560,11 @@ pub fn replay(
                 (true, None) => (true, false),
                 (false, _) => (queued, delayed),
             };
+            let pinned = !probes
+                && crate::state::machine::TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
             match (queued, find_outcome(&ahead, pid)) {
                 (true, _) if probes => result.skipped.no_selection += 1,
+                (false, Some(_)) if pinned => result.skipped.pinned += 1,
                 (true, _) => result.skipped.on_rq += 1,
                 (false, Some(_)) if delayed => result.skipped.delayed_dequeue += 1,
                 (false, None) => result.skipped.no_wakeup += 1,

@@ -24,10 +24,12 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
     );
     let _ = writeln!(
         o,
-        "wakings {}: replayed {}, skipped {} on_rq, {} delayed dequeue, {} unmatched; {} IPI",
+        "wakings {}: replayed {}, skipped {} on_rq, {} pinned, {} delayed dequeue, {} \
+         unmatched; {} IPI",
         r.wakings,
         r.replayed,
         r.skipped.on_rq + r.skipped.no_selection,
+        r.skipped.pinned,
         r.skipped.delayed_dequeue,
         r.skipped.no_wakeup,
         r.ipi_wakeups

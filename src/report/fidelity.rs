@@ -54,7 +54,7 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
         let s = &r.skipped;
         let mut facts = format!(
             "    not replayed: {} queued/no selection, {} unmatched",
-            s.on_rq + s.no_selection + s.delayed_dequeue,
+            s.on_rq + s.no_selection + s.delayed_dequeue + s.pinned,
             s.no_wakeup
         );
         if r.probed_selections > 0 {

@@ -379,12 +379,14 @@ fn fidelity_section(o: &mut String, r: &Report) {
         let _ = writeln!(
             o,
             "<p>{}: {} wakings, {} replayed; not replayed: {} on a runqueue already, {} without \
-             selection (probes), {} without a matching sched_wakeup. {}.</p>",
+             selection (probes), {} of per-CPU kernel threads, {} without a matching \
+             sched_wakeup. {}.</p>",
             escape(&t.name),
             t.replay.wakings,
             t.replay.replayed,
             s.on_rq,
             s.no_selection,
+            s.pinned,
             s.no_wakeup,
             guess
         );

@@ -108,6 +108,11 @@ pub struct SimOptions {
     /// How long an idle CPU takes to run a task woken onto it from another CPU: the IPI
     /// and the exit from idle.
     pub wake_ipi_ns: u64,
+    /// A benchmark's run bursts vary by up to this share either way (uniformly), as
+    /// real requests and messages do; traced bursts are taken as recorded.
+    pub jitter: f64,
+    /// Seeds the variation: the same seed gives the same run.
+    pub seed: u64,
     /// Keep the emitted events, for a bundle.
     pub record: bool,
 }
@@ -146,12 +151,17 @@ pub struct SimResult {
     pub busy_pct: f64,
     pub penalties: Penalty,
     pub wake_ipi_ns: u64,
+    pub jitter: f64,
+    pub seed: u64,
     pub time_model: TimeModel,
 }
 
 /// A server's idle CPU woken by IPI: the IPI and a shallow C-state's exit take a couple
 /// of microseconds (deeper states take tens).
 pub const DEFAULT_WAKE_IPI_NS: u64 = 2_000;
+
+/// Run bursts of a benchmark vary by up to half either way.
+pub const DEFAULT_JITTER: f64 = 0.5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -235,6 +245,7 @@ pub struct Sim {
     balancer: Balancer,
     events: Vec<Event>,
     latencies: Vec<u32>,
+    rng: fastrand::Rng,
     /// When a task last left a CPU.
     last_active: u64,
     /// The last event's timestamp.
@@ -362,6 +373,8 @@ impl Sim {
             busy_pct: 0.0,
             penalties: opts.penalty,
             wake_ipi_ns: opts.wake_ipi_ns,
+            jitter: opts.jitter,
+            seed: opts.seed,
             time_model: opts.time,
         };
         let m = Machine::new(topo);
@@ -377,6 +390,7 @@ impl Sim {
             policy,
             events: Vec::new(),
             latencies: Vec::new(),
+            rng: fastrand::Rng::with_seed(opts.seed),
             last_active: 0,
             last_stamp: 0,
             result,
@@ -605,7 +619,9 @@ impl Sim {
             let t = &mut self.tasks[n];
             t.state = State::Running;
             t.cpu = cpu;
-            if let Some(w) = t.woken_at.take() {
+            // The workload's latency: a pinned housekeeping thread's is not its.
+            let woken = t.woken_at.take();
+            if let (Some(w), None) = (woken, self.workload.tasks[n].pinned) {
                 let lat = now - w;
                 self.result.latency_us.add(lat / 1000);
                 self.latencies.push(lat.min(u32::MAX as u64) as u32);
@@ -640,7 +656,17 @@ impl Sim {
             let work = match (task.debt, step, task.left) {
                 (d, _, _) if d > 0 => Some(d),
                 (_, Step::Run(0), None) => None,
-                (_, Step::Run(ns), left) => Some(*task.left.get_or_insert(left.unwrap_or(ns))),
+                (_, Step::Run(_), Some(left)) => Some(left),
+                (_, Step::Run(ns), None) => {
+                    let ns = if spec.looping && self.opts.jitter > 0.0 {
+                        let f = 1.0 + self.opts.jitter * (2.0 * self.rng.f64() - 1.0);
+                        ((ns as f64 * f) as u64).max(1)
+                    } else {
+                        ns
+                    };
+                    task.left = Some(ns);
+                    Some(ns)
+                }
                 _ => None,
             };
             if let Some(ns) = work {
@@ -745,24 +771,33 @@ impl Sim {
                 (prev, curr, false, false)
             }
         };
+        // A timer wakes from the timer softirq, in the context of whatever runs there:
+        // the trace shows it, so a replay does not take the wakeup for that task's.
+        const TIMER_SOFTIRQ: u32 = 1;
+        if !in_task {
+            let kind = EventKind::SoftirqEntry { vec: TIMER_SOFTIRQ };
+            self.emit(now, waker_cpu, waker_pid, kind);
+        }
         let w = self.wake_payload(t, prev);
         let stamp = self.emit(now, waker_cpu, waker_pid, EventKind::Waking(w));
-        let chosen = choose_target(
-            &mut self.m,
-            &Waking {
-                now: stamp,
-                waker_cpu,
-                waker: waker_pid,
-                wakee: self.tasks[t].pid,
-                prev,
-                sync,
-                in_task,
-            },
-            false,
-        );
+        // A task allowed on one CPU gets no selection at all (select_task_rq does not
+        // call the class's), so not even wake_wide's flip count sees it.
         let dest = if let Some(cpu) = self.workload.tasks[t].pinned {
             cpu
         } else {
+            let chosen = choose_target(
+                &mut self.m,
+                &Waking {
+                    now: stamp,
+                    waker_cpu,
+                    waker: waker_pid,
+                    wakee: self.tasks[t].pid,
+                    prev,
+                    sync,
+                    in_task,
+                },
+                false,
+            );
             let d = select_idle_sibling(
                 &self.m,
                 self.policy.as_mut(),
@@ -775,14 +810,14 @@ impl Sim {
             let r = &mut self.result;
             r.counters.add(&d.counters);
             r.search_ns_total += d.search_ns;
+            r.wakeups += 1;
+            crate::replay::place(&mut r.placements, &self.m.topo, prev, d.cpu);
             // The search runs on the waker's CPU, in its time.
             if let Some((w, _, _)) = by {
                 self.tasks[w].debt += d.search_ns;
             }
             d.cpu
         };
-        self.result.wakeups += 1;
-        crate::replay::place(&mut self.result.placements, &self.m.topo, prev, dest);
         if dest != prev {
             let kind = EventKind::Migrate {
                 comm: self.tasks[t].comm,
@@ -798,6 +833,10 @@ impl Sim {
         }
         let w = self.wake_payload(t, dest);
         self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
+        if !in_task {
+            let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
+            self.emit(now, waker_cpu, waker_pid, kind);
+        }
         let min_v = self.min_vruntime(dest);
         let task = &mut self.tasks[t];
         task.cpu = dest;

@@ -231,6 +231,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
                 time: TimeModel::default(),
                 penalty: Penalty::default(),
                 wake_ipi_ns,
+                jitter: super::DEFAULT_JITTER,
+                seed: 1,
                 record: true,
             },
         )

@@ -77,6 +77,8 @@ pub struct SynthOptions {
     /// With one step and one policy, `out_dir` is the bundle itself.
     pub out_is_bundle: bool,
     pub jobs: usize,
+    /// Seeds the run-time variation of every step and policy alike.
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -98,7 +100,9 @@ pub fn features_of(policy: &str) -> Option<&'static str> {
 }
 
 fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, String> {
-    let workload = synth::build(&o.workload, step.threads)?;
+    let mut workload = synth::build(&o.workload, step.threads)?;
+    let cpus: Vec<u32> = o.topology.cpus.iter().map(|c| c.cpu).collect();
+    synth::add_housekeeping(&mut workload, &cpus);
     let sim = Sim::new(
         workload,
         SimOptions {
@@ -109,6 +113,8 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
             time: TimeModel::default(),
             penalty: Penalty::default(),
             wake_ipi_ns: super::DEFAULT_WAKE_IPI_NS,
+            jitter: super::DEFAULT_JITTER,
+            seed: o.seed,
             record: o.out_dir.is_some(),
         },
     )

@@ -236,6 +236,33 @@ fn schbench(threads: usize, workers: usize) -> Workload {
     }
 }
 
+/// How often each CPU's housekeeping kernel thread (kworker, RCU, timers) runs, and for
+/// how long: the background of a real machine, which moves a benchmark's tasks off CPUs
+/// they would otherwise keep forever.
+pub const HOUSEKEEPING_PERIOD_NS: u64 = 4_000_000;
+pub const HOUSEKEEPING_RUN_NS: u64 = 10_000;
+
+/// Adds a housekeeping thread per CPU, pinned to it, its first run spread over the period.
+pub fn add_housekeeping(w: &mut Workload, cpus: &[u32]) {
+    let n = cpus.len().max(1) as u64;
+    for (i, &cpu) in cpus.iter().enumerate() {
+        w.tasks.push(TaskSpec {
+            comm: format!("kworker/{cpu}:1"),
+            pid: None,
+            steps: vec![
+                Step::Run(HOUSEKEEPING_RUN_NS),
+                Step::SleepFor(HOUSEKEEPING_PERIOD_NS),
+            ],
+            looping: true,
+            start: Start::At {
+                at_ns: HOUSEKEEPING_PERIOD_NS * i as u64 / n,
+                cpu,
+            },
+            pinned: Some(cpu),
+        });
+    }
+}
+
 /// Builds a workload with `threads` threads (pairs for the request/response ones).
 /// `name` may carry parameters as policies do: `hackbench:fds=14` (senders and receivers
 /// per group), `schbench:workers=27` (workers per message thread).
