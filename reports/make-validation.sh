@@ -41,3 +41,4 @@ json.dump(t, sys.stdout)" >"$out/kunpeng920-$nodes-node.json"
 done
 run seed002 hygon-384 hackbench 160 sis_util,newidle_llc
 python3 reports/validation_table.py "$out"
+cat reports/validation-notes.txt
