@@ -303,17 +303,82 @@ impl EventWriter {
 /// Reads a bundle's events back, in file order (which is time order).
 pub struct EventReader {
     batches: ParquetRecordBatchReader,
-    batch: Option<RecordBatch>,
+    /// The current batch's columns in schema() order, looked up by name once per batch
+    /// (a lookup per field and row cost more than decoding).
+    columns: Vec<ArrayRef>,
+    rows: usize,
     row: usize,
 }
 
-fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    b.column_by_name(name)
-        .ok_or_else(|| format!("column {name} missing"))?
+/// Column `i` of a batch laid out in schema() order, as its type.
+fn col<T: 'static>(columns: &[ArrayRef], i: usize) -> Result<&T, String> {
+    columns[i]
         .as_any()
         .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} has an unexpected type"))
+        .ok_or_else(|| format!("column {} has an unexpected type", COLUMN_NAMES[i]))
 }
+
+// Each column's place in schema() (a test holds them to it).
+const C_TS_NS: usize = 0;
+const C_CPU: usize = 1;
+const C_EVENT: usize = 2;
+const C_COMMON_PID: usize = 3;
+const C_COMM: usize = 4;
+const C_PID: usize = 5;
+const C_PRIO: usize = 6;
+const C_TARGET_CPU: usize = 7;
+const C_PREV_COMM: usize = 8;
+const C_PREV_PID: usize = 9;
+const C_PREV_PRIO: usize = 10;
+const C_PREV_STATE: usize = 11;
+const C_NEXT_COMM: usize = 12;
+const C_NEXT_PID: usize = 13;
+const C_NEXT_PRIO: usize = 14;
+const C_ORIG_CPU: usize = 15;
+const C_DEST_CPU: usize = 16;
+const C_PARENT_COMM: usize = 17;
+const C_PARENT_PID: usize = 18;
+const C_CHILD_COMM: usize = 19;
+const C_CHILD_PID: usize = 20;
+const C_GROUP_DEAD: usize = 21;
+const C_IRQ: usize = 22;
+const C_NAME: usize = 23;
+const C_RET: usize = 24;
+const C_VEC: usize = 25;
+const C_PREV_CPU: usize = 26;
+const C_WAKE_FLAGS: usize = 27;
+
+/// schema()'s column names, in order.
+const COLUMN_NAMES: [&str; 28] = [
+    "ts_ns",
+    "cpu",
+    "event",
+    "common_pid",
+    "comm",
+    "pid",
+    "prio",
+    "target_cpu",
+    "prev_comm",
+    "prev_pid",
+    "prev_prio",
+    "prev_state",
+    "next_comm",
+    "next_pid",
+    "next_prio",
+    "orig_cpu",
+    "dest_cpu",
+    "parent_comm",
+    "parent_pid",
+    "child_comm",
+    "child_pid",
+    "group_dead",
+    "irq",
+    "name",
+    "ret",
+    "vec",
+    "prev_cpu",
+    "wake_flags",
+];
 
 impl EventReader {
     pub fn open(path: &Path) -> Result<EventReader, String> {
@@ -323,24 +388,32 @@ impl EventReader {
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(EventReader {
             batches,
-            batch: None,
+            columns: Vec::new(),
+            rows: 0,
             row: 0,
         })
     }
 
     pub fn next_event(&mut self) -> Result<Option<Event>, String> {
         loop {
-            if let Some(b) = &self.batch {
-                if self.row < b.num_rows() {
-                    let e = row_event(b, self.row)?;
-                    self.row += 1;
-                    return Ok(Some(e));
-                }
+            if self.row < self.rows {
+                let e = row_event(&self.columns, self.row)?;
+                self.row += 1;
+                return Ok(Some(e));
             }
             match self.batches.next() {
                 None => return Ok(None),
                 Some(b) => {
-                    self.batch = Some(b.map_err(|e| e.to_string())?);
+                    let b = b.map_err(|e| e.to_string())?;
+                    self.columns = COLUMN_NAMES
+                        .iter()
+                        .map(|n| {
+                            b.column_by_name(n)
+                                .cloned()
+                                .ok_or_else(|| format!("column {n} missing"))
+                        })
+                        .collect::<Result<_, _>>()?;
+                    self.rows = b.num_rows();
                     self.row = 0;
                 }
             }
@@ -348,77 +421,77 @@ impl EventReader {
     }
 }
 
-fn row_event(b: &RecordBatch, i: usize) -> Result<Event, String> {
-    let s = |n: &str| -> Result<&str, String> {
+fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
+    let s = |n: usize| -> Result<&str, String> {
         let a = col::<StringArray>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {n} is null"));
+            return Err(format!("row {i}: {} is null", COLUMN_NAMES[n]));
         }
         Ok(a.value(i))
     };
-    let i32c = |n: &str| -> Result<i32, String> {
+    let i32c = |n: usize| -> Result<i32, String> {
         let a = col::<Int32Array>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {n} is null"));
+            return Err(format!("row {i}: {} is null", COLUMN_NAMES[n]));
         }
         Ok(a.value(i))
     };
-    let comm = |n: &str| -> Result<Comm, String> { Ok(Comm::from_bytes(s(n)?.as_bytes())) };
-    let event = s("event")?;
+    let comm = |n: usize| -> Result<Comm, String> { Ok(Comm::from_bytes(s(n)?.as_bytes())) };
+    let event = s(C_EVENT)?;
     let t = EventType::from_name(event).ok_or_else(|| format!("row {i}: unknown event {event}"))?;
     let wake = || -> Result<Wake, String> {
         Ok(Wake {
-            comm: comm("comm")?,
-            pid: i32c("pid")?,
-            prio: i32c("prio")?,
-            target_cpu: i32c("target_cpu")?,
+            comm: comm(C_COMM)?,
+            pid: i32c(C_PID)?,
+            prio: i32c(C_PRIO)?,
+            target_cpu: i32c(C_TARGET_CPU)?,
         })
     };
     let kind = match t {
         EventType::SchedSwitch => EventKind::Switch {
-            prev_comm: comm("prev_comm")?,
-            prev_pid: i32c("prev_pid")?,
-            prev_prio: i32c("prev_prio")?,
-            prev_state: col::<Int64Array>(b, "prev_state")?.value(i),
-            next_comm: comm("next_comm")?,
-            next_pid: i32c("next_pid")?,
-            next_prio: i32c("next_prio")?,
+            prev_comm: comm(C_PREV_COMM)?,
+            prev_pid: i32c(C_PREV_PID)?,
+            prev_prio: i32c(C_PREV_PRIO)?,
+            prev_state: col::<Int64Array>(b, C_PREV_STATE)?.value(i),
+            next_comm: comm(C_NEXT_COMM)?,
+            next_pid: i32c(C_NEXT_PID)?,
+            next_prio: i32c(C_NEXT_PRIO)?,
         },
         EventType::SchedWaking => EventKind::Waking(wake()?),
         EventType::SchedWakeup => EventKind::Wakeup(wake()?),
         EventType::SchedWakeupNew => EventKind::WakeupNew(wake()?),
         EventType::SchedMigrateTask => EventKind::Migrate {
-            comm: comm("comm")?,
-            pid: i32c("pid")?,
-            prio: i32c("prio")?,
-            orig_cpu: i32c("orig_cpu")?,
-            dest_cpu: i32c("dest_cpu")?,
+            comm: comm(C_COMM)?,
+            pid: i32c(C_PID)?,
+            prio: i32c(C_PRIO)?,
+            orig_cpu: i32c(C_ORIG_CPU)?,
+            dest_cpu: i32c(C_DEST_CPU)?,
         },
         EventType::SchedProcessFork => EventKind::Fork {
-            parent_comm: comm("parent_comm")?,
-            parent_pid: i32c("parent_pid")?,
-            child_comm: comm("child_comm")?,
-            child_pid: i32c("child_pid")?,
+            parent_comm: comm(C_PARENT_COMM)?,
+            parent_pid: i32c(C_PARENT_PID)?,
+            child_comm: comm(C_CHILD_COMM)?,
+            child_pid: i32c(C_CHILD_PID)?,
         },
         EventType::SchedProcessExit => {
-            let g = col::<BooleanArray>(b, "group_dead")?;
+            let g = col::<BooleanArray>(b, C_GROUP_DEAD)?;
             EventKind::Exit {
-                comm: comm("comm")?,
-                pid: i32c("pid")?,
-                prio: i32c("prio")?,
+                comm: comm(C_COMM)?,
+                pid: i32c(C_PID)?,
+                prio: i32c(C_PRIO)?,
                 group_dead: (!g.is_null(i)).then(|| g.value(i)),
             }
         }
         EventType::IrqHandlerEntry => EventKind::IrqEntry {
-            irq: i32c("irq")?,
-            name: s("name")?.into(),
+            irq: i32c(C_IRQ)?,
+            name: s(C_NAME)?.into(),
         },
         EventType::IrqHandlerExit => EventKind::IrqExit {
-            irq: i32c("irq")?,
-            ret: i32c("ret")?,
+            irq: i32c(C_IRQ)?,
+            ret: i32c(C_RET)?,
         },
         EventType::SoftirqEntry | EventType::SoftirqExit => {
-            let vec = col::<UInt32Array>(b, "vec")?.value(i);
+            let vec = col::<UInt32Array>(b, C_VEC)?.value(i);
             if t == EventType::SoftirqEntry {
                 EventKind::SoftirqEntry { vec }
             } else {
@@ -426,17 +499,30 @@ fn row_event(b: &RecordBatch, i: usize) -> Result<Event, String> {
             }
         }
         EventType::SelectEnter => EventKind::SelectEnter {
-            prev_cpu: i32c("prev_cpu")?,
-            wake_flags: col::<UInt32Array>(b, "wake_flags")?.value(i),
+            prev_cpu: i32c(C_PREV_CPU)?,
+            wake_flags: col::<UInt32Array>(b, C_WAKE_FLAGS)?.value(i),
         },
         EventType::SelectExit => EventKind::SelectExit {
-            cpu: i32c("target_cpu")?,
+            cpu: i32c(C_TARGET_CPU)?,
         },
     };
     Ok(Event {
-        ts: col::<UInt64Array>(b, "ts_ns")?.value(i),
-        cpu: col::<UInt32Array>(b, "cpu")?.value(i),
-        common_pid: i32c("common_pid")?,
+        ts: col::<UInt64Array>(b, C_TS_NS)?.value(i),
+        cpu: col::<UInt32Array>(b, C_CPU)?.value(i),
+        common_pid: i32c(C_COMMON_PID)?,
         kind,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_places_follow_the_schema() {
+        let names: Vec<String> = schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, COLUMN_NAMES);
+        assert_eq!(names[C_WAKE_FLAGS], "wake_flags");
+        assert_eq!(names[C_PREV_STATE], "prev_state");
+    }
 }

@@ -3,6 +3,7 @@
 //! util and load, wakee flips and recent_used_cpu, IRQ nesting.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind};
@@ -158,7 +159,9 @@ impl TaskState {
 pub struct Machine {
     pub topo: Topo,
     pub cpus: Vec<CpuState>,
-    pub tasks: HashMap<i32, TaskState>,
+    /// By pid. Looked up several times per event: a fast hasher with fixed keys (pids
+    /// are not attacker-chosen, and a fixed hasher keeps any iteration order stable).
+    pub tasks: HashMap<i32, TaskState, BuildHasherDefault<ahash::AHasher>>,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -190,7 +193,7 @@ impl Machine {
         Machine {
             cpus: vec![cpu; topo.nr_cpus as usize],
             topo,
-            tasks: HashMap::new(),
+            tasks: HashMap::default(),
         }
     }
 
