@@ -272,3 +272,66 @@ fn synth_runs_are_seeded_and_deterministic() {
     assert_eq!(run("1"), run("1"));
     assert_ne!(run("1"), run("2"));
 }
+
+/// compare and report read simulated bundles' closed-loop results: the throughput and
+/// latency they show are the ones the simulator wrote in results/sim.json.
+#[test]
+fn compare_and_report_show_simulated_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_sisreplay");
+    let o = std::process::Command::new(bin)
+        .args([
+            "synth",
+            "--machine",
+            "x86-40",
+            "--workload",
+            "netperf-tcp-rr",
+        ])
+        .args(["--threads", "30", "--duration", "20ms", "--warmup", "20ms"])
+        .args(["--policy", "sis_prop,sis_util", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let b = |p: &str| {
+        dir.path()
+            .join(format!("synth-x86-40-netperf-tcp-rr-30-{p}"))
+    };
+    let sim = |p: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(b(p).join("results/sim.json")).unwrap())
+            .unwrap()
+    };
+    let arms = [
+        format!("trace:{}", b("sis_prop").display()),
+        format!("trace:{}", b("sis_util").display()),
+    ];
+    let o = std::process::Command::new(bin)
+        .arg("compare")
+        .args(&arms)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (i, p) in ["sis_prop", "sis_util"].iter().enumerate() {
+        let s = &c["traces"][i]["simulated"];
+        assert_eq!(s["policy"], *p);
+        assert_eq!(s["throughput_per_s"], sim(p)["throughput_per_s"]);
+        assert_eq!(s["latency_p99_ns"], sim(p)["latency"]["p99"]);
+    }
+    let html = dir.path().join("r.html");
+    let o = std::process::Command::new(bin)
+        .arg("report")
+        .args(&arms)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    let section = &text[text
+        .find("<section id=\"simulated\">")
+        .expect("a simulated section")..];
+    let tput = sim("sis_util")["throughput_per_s"].as_f64().unwrap();
+    assert!(section.contains(&format!("<td>{tput:.0}</td>")), "{tput}");
+}

@@ -502,6 +502,59 @@ fn reproduce_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</tbody></table></div>");
 }
 
+/// Closed-loop measures of simulated bundles (`synth`, `simulate`): what decision replay
+/// cannot give, throughput and latency under each policy's own placements.
+fn simulated_section(o: &mut String, r: &Report) {
+    let sims: Vec<(&str, &crate::compare::SimSummary)> = r
+        .comparison
+        .traces
+        .iter()
+        .filter_map(|t| t.simulated.as_ref().map(|s| (t.trace.as_str(), s)))
+        .collect();
+    let Some((_, base)) = sims.first() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "<section id=\"simulated\"><h2>Simulated</h2><p>Bundles the simulator wrote, closed \
+         loop: throughput in {} per second against the first, and wakeup latency with each \
+         policy's own placements.</p>",
+        escape(&base.unit)
+    );
+    let _ = writeln!(
+        o,
+        "<div class=\"scroll\"><table><thead><tr><th>bundle</th><th>workload</th><th>policy</th>\
+         <th>per second</th><th>vs first</th><th>p50 us</th><th>p90 us</th><th>p99 us</th>\
+         <th>se_eff%</th><th>cross-LLC %</th></tr></thead><tbody>"
+    );
+    for (name, s) in &sims {
+        let vs = if base.throughput_per_s > 0.0 {
+            format!(
+                "{:+.2}%",
+                100.0 * (s.throughput_per_s - base.throughput_per_s) / base.throughput_per_s
+            )
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}</td>\
+             <td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+            escape(name),
+            escape(&s.workload),
+            escape(&s.policy),
+            s.throughput_per_s,
+            vs,
+            s.latency_p50_ns as f64 / 1e3,
+            s.latency_p90_ns as f64 / 1e3,
+            s.latency_p99_ns as f64 / 1e3,
+            s.se_eff,
+            s.cross_llc_pct
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></div></section>");
+}
+
 fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
@@ -680,6 +733,8 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "</tbody></table></div>");
     }
     let _ = writeln!(o, "</section>");
+
+    simulated_section(&mut o, r);
 
     let _ = writeln!(o, "<section id=\"machine\"><h2>Machine</h2>");
     let mut drawn: Vec<&crate::topology::Topology> = Vec::new();
