@@ -44,6 +44,19 @@ $bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-trace
     done
 } > reports/fidelity.txt
 
+# Closed-loop re-runs of the captures: the traced policy's re-run against the trace (the
+# model's fidelity), and what the other policies would have done next.
+{
+    echo "Closed-loop re-runs of captured traces (sisreplay simulate; regenerate with"
+    echo "reports/make-reports.sh)."
+    for b in traces/host/pingpong-2pairs traces/host/hackbench-g4-l2000 \
+        $rig/2x4/rig-2x4-pingpong-sis_util-tracefs $rig/2x4/rig-2x4-hackbench-sis_util-tracefs \
+        $rig/2x4x2-numa/rig-2x4x2-numa-hackbench-sis_util-tracefs; do
+        echo
+        $bin simulate $b --policy sis_prop,no_limit
+    done
+} > reports/simulate.txt
+
 # The results the notebook reads.
 b=$rig/2x4/rig-2x4-pingpong-no_limit-tracefs
 $bin replay $b --policy no_limit,sis_util,sis_prop > /dev/null
