@@ -255,19 +255,39 @@ fn synth_bundles_replay_to_the_simulated_decisions() {
     }
 }
 
+/// Runs the command line tool; its standard output, once it succeeded.
+fn cli(args: &[&str]) -> Vec<u8> {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_sisreplay"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
 /// The same seed gives the same run, to the byte; another seed varies the run times.
 #[test]
 fn synth_runs_are_seeded_and_deterministic() {
-    let bin = env!("CARGO_BIN_EXE_sisreplay");
     let run = |seed: &str| {
-        let o = std::process::Command::new(bin)
-            .args(["synth", "--machine", "x86-40", "--workload", "hackbench"])
-            .args(["--threads", "80", "--duration", "20ms", "--warmup", "20ms"])
-            .args(["--no-bundle", "--json", "--jobs", "2", "--seed", seed])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        o.stdout
+        cli(&[
+            "synth",
+            "--machine",
+            "x86-40",
+            "--workload",
+            "hackbench",
+            "--threads",
+            "80",
+            "--duration",
+            "20ms",
+            "--warmup",
+            "20ms",
+            "--no-bundle",
+            "--json",
+            "--jobs",
+            "2",
+            "--seed",
+            seed,
+        ])
     };
     assert_eq!(run("1"), run("1"));
     assert_ne!(run("1"), run("2"));
@@ -278,21 +298,24 @@ fn synth_runs_are_seeded_and_deterministic() {
 #[test]
 fn compare_and_report_show_simulated_results() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_sisreplay");
-    let o = std::process::Command::new(bin)
-        .args([
-            "synth",
-            "--machine",
-            "x86-40",
-            "--workload",
-            "netperf-tcp-rr",
-        ])
-        .args(["--threads", "30", "--duration", "20ms", "--warmup", "20ms"])
-        .args(["--policy", "sis_prop,sis_util", "-o"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().display().to_string();
+    cli(&[
+        "synth",
+        "--machine",
+        "x86-40",
+        "--workload",
+        "netperf-tcp-rr",
+        "--threads",
+        "30",
+        "--duration",
+        "20ms",
+        "--warmup",
+        "20ms",
+        "--policy",
+        "sis_prop,sis_util",
+        "-o",
+        &out,
+    ]);
     let b = |p: &str| {
         dir.path()
             .join(format!("synth-x86-40-netperf-tcp-rr-30-{p}"))
@@ -301,18 +324,10 @@ fn compare_and_report_show_simulated_results() {
         serde_json::from_str(&std::fs::read_to_string(b(p).join("results/sim.json")).unwrap())
             .unwrap()
     };
-    let arms = [
-        format!("trace:{}", b("sis_prop").display()),
-        format!("trace:{}", b("sis_util").display()),
-    ];
-    let o = std::process::Command::new(bin)
-        .arg("compare")
-        .args(&arms)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let base = format!("trace:{}", b("sis_prop").display());
+    let other = format!("trace:{}", b("sis_util").display());
+    let c: serde_json::Value =
+        serde_json::from_slice(&cli(&["compare", &base, &other, "--json"])).unwrap();
     for (i, p) in ["sis_prop", "sis_util"].iter().enumerate() {
         let s = &c["traces"][i]["simulated"];
         assert_eq!(s["policy"], *p);
@@ -320,14 +335,7 @@ fn compare_and_report_show_simulated_results() {
         assert_eq!(s["latency_p99_ns"], sim(p)["latency"]["p99"]);
     }
     let html = dir.path().join("r.html");
-    let o = std::process::Command::new(bin)
-        .arg("report")
-        .args(&arms)
-        .arg("-o")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    cli(&["report", &base, &other, "-o", &html.display().to_string()]);
     let text = std::fs::read_to_string(&html).unwrap();
     let section = &text[text
         .find("<section id=\"simulated\">")

@@ -24,40 +24,45 @@ use crate::trace::{Comm, Event, EventKind, EventType, Wake};
 pub const EVENTS_FILE: &str = "events.parquet";
 const BATCH: usize = 64 * 1024;
 
-/// Column names and types, in file order. The README documents the same list.
+/// Column names, types and nullability, in file order. The README documents the same list.
+const COLUMNS: [(&str, DataType, bool); 28] = [
+    ("ts_ns", DataType::UInt64, false),
+    ("cpu", DataType::UInt32, false),
+    ("event", DataType::Utf8, false),
+    ("common_pid", DataType::Int32, false),
+    ("comm", DataType::Utf8, true),
+    ("pid", DataType::Int32, true),
+    ("prio", DataType::Int32, true),
+    ("target_cpu", DataType::Int32, true),
+    ("prev_comm", DataType::Utf8, true),
+    ("prev_pid", DataType::Int32, true),
+    ("prev_prio", DataType::Int32, true),
+    ("prev_state", DataType::Int64, true),
+    ("next_comm", DataType::Utf8, true),
+    ("next_pid", DataType::Int32, true),
+    ("next_prio", DataType::Int32, true),
+    ("orig_cpu", DataType::Int32, true),
+    ("dest_cpu", DataType::Int32, true),
+    ("parent_comm", DataType::Utf8, true),
+    ("parent_pid", DataType::Int32, true),
+    ("child_comm", DataType::Utf8, true),
+    ("child_pid", DataType::Int32, true),
+    ("group_dead", DataType::Boolean, true),
+    ("irq", DataType::Int32, true),
+    ("name", DataType::Utf8, true),
+    ("ret", DataType::Int32, true),
+    ("vec", DataType::UInt32, true),
+    ("prev_cpu", DataType::Int32, true),
+    ("wake_flags", DataType::UInt32, true),
+];
+
 pub fn schema() -> SchemaRef {
-    use DataType::*;
-    let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
-    Arc::new(Schema::new(vec![
-        f("ts_ns", UInt64, false),
-        f("cpu", UInt32, false),
-        f("event", Utf8, false),
-        f("common_pid", Int32, false),
-        f("comm", Utf8, true),
-        f("pid", Int32, true),
-        f("prio", Int32, true),
-        f("target_cpu", Int32, true),
-        f("prev_comm", Utf8, true),
-        f("prev_pid", Int32, true),
-        f("prev_prio", Int32, true),
-        f("prev_state", Int64, true),
-        f("next_comm", Utf8, true),
-        f("next_pid", Int32, true),
-        f("next_prio", Int32, true),
-        f("orig_cpu", Int32, true),
-        f("dest_cpu", Int32, true),
-        f("parent_comm", Utf8, true),
-        f("parent_pid", Int32, true),
-        f("child_comm", Utf8, true),
-        f("child_pid", Int32, true),
-        f("group_dead", Boolean, true),
-        f("irq", Int32, true),
-        f("name", Utf8, true),
-        f("ret", Int32, true),
-        f("vec", UInt32, true),
-        f("prev_cpu", Int32, true),
-        f("wake_flags", UInt32, true),
-    ]))
+    Arc::new(Schema::new(
+        COLUMNS
+            .iter()
+            .map(|(n, t, null)| Field::new(*n, t.clone(), *null))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 #[derive(Default)]
@@ -315,7 +320,7 @@ fn col<T: 'static>(columns: &[ArrayRef], i: usize) -> Result<&T, String> {
     columns[i]
         .as_any()
         .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {} has an unexpected type", COLUMN_NAMES[i]))
+        .ok_or_else(|| format!("column {} has an unexpected type", COLUMNS[i].0))
 }
 
 // Each column's place in schema() (a test holds them to it).
@@ -348,38 +353,6 @@ const C_VEC: usize = 25;
 const C_PREV_CPU: usize = 26;
 const C_WAKE_FLAGS: usize = 27;
 
-/// schema()'s column names, in order.
-const COLUMN_NAMES: [&str; 28] = [
-    "ts_ns",
-    "cpu",
-    "event",
-    "common_pid",
-    "comm",
-    "pid",
-    "prio",
-    "target_cpu",
-    "prev_comm",
-    "prev_pid",
-    "prev_prio",
-    "prev_state",
-    "next_comm",
-    "next_pid",
-    "next_prio",
-    "orig_cpu",
-    "dest_cpu",
-    "parent_comm",
-    "parent_pid",
-    "child_comm",
-    "child_pid",
-    "group_dead",
-    "irq",
-    "name",
-    "ret",
-    "vec",
-    "prev_cpu",
-    "wake_flags",
-];
-
 impl EventReader {
     pub fn open(path: &Path) -> Result<EventReader, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -405,9 +378,9 @@ impl EventReader {
                 None => return Ok(None),
                 Some(b) => {
                     let b = b.map_err(|e| e.to_string())?;
-                    self.columns = COLUMN_NAMES
+                    self.columns = COLUMNS
                         .iter()
-                        .map(|n| {
+                        .map(|(n, _, _)| {
                             b.column_by_name(n)
                                 .cloned()
                                 .ok_or_else(|| format!("column {n} missing"))
@@ -425,14 +398,14 @@ fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
     let s = |n: usize| -> Result<&str, String> {
         let a = col::<StringArray>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {} is null", COLUMN_NAMES[n]));
+            return Err(format!("row {i}: {} is null", COLUMNS[n].0));
         }
         Ok(a.value(i))
     };
     let i32c = |n: usize| -> Result<i32, String> {
         let a = col::<Int32Array>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {} is null", COLUMN_NAMES[n]));
+            return Err(format!("row {i}: {} is null", COLUMNS[n].0));
         }
         Ok(a.value(i))
     };
@@ -521,7 +494,7 @@ mod tests {
     #[test]
     fn column_places_follow_the_schema() {
         let names: Vec<String> = schema().fields().iter().map(|f| f.name().clone()).collect();
-        assert_eq!(names, COLUMN_NAMES);
+        assert_eq!(names.len(), COLUMNS.len());
         assert_eq!(names[C_WAKE_FLAGS], "wake_flags");
         assert_eq!(names[C_PREV_STATE], "prev_state");
     }

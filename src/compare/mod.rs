@@ -202,6 +202,17 @@ pub struct SimSummary {
 }
 
 impl SimSummary {
+    /// Throughput against a baseline's, as printed: "+1.23%", or "-" without one.
+    pub fn throughput_vs(&self, base: &SimSummary) -> String {
+        if base.throughput_per_s > 0.0 {
+            let pct =
+                100.0 * (self.throughput_per_s - base.throughput_per_s) / base.throughput_per_s;
+            format!("{pct:+.2}%")
+        } else {
+            "-".into()
+        }
+    }
+
     /// None when the bundle holds no simulation result or it cannot be read.
     pub fn read(bundle: &Path) -> Option<SimSummary> {
         let text = std::fs::read_to_string(bundle.join("results/sim.json")).ok()?;

@@ -140,14 +140,7 @@ pub fn render(c: &Comparison) -> String {
             "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
         );
         for (name, m) in &simulated {
-            let vs = if base.throughput_per_s > 0.0 {
-                format!(
-                    "{:+.2}%",
-                    100.0 * (m.throughput_per_s - base.throughput_per_s) / base.throughput_per_s
-                )
-            } else {
-                "-".into()
-            };
+            let vs = m.throughput_vs(base);
             let _ = writeln!(
                 o,
                 "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}",

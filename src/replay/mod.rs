@@ -468,12 +468,6 @@ pub fn replay(
     }
 
     let mut m = Machine::new(topo);
-    let llcs: Vec<(u32, Vec<u32>)> = m
-        .topo
-        .llc_cpus
-        .iter()
-        .map(|(k, v)| (*k, v.clone()))
-        .collect();
     let mut balancer = balance::Balancer::new(&m);
     let mut ahead: VecDeque<Event> = VecDeque::new();
     let mut batch = Vec::with_capacity(4096);
@@ -482,7 +476,7 @@ pub fn replay(
         kernel_release: release,
         as_kernel: as_kernel.clone(),
         nr_cpus: m.topo.nr_cpus,
-        llcs: llcs.len(),
+        llcs: m.topo.llc_cpus.len(),
         topology_assumed: meta.is_none_or(|m| m.topology_assumed),
         wakings: 0,
         replayed: 0,

@@ -528,14 +528,7 @@ fn simulated_section(o: &mut String, r: &Report) {
          <th>se_eff%</th><th>cross-LLC %</th></tr></thead><tbody>"
     );
     for (name, s) in &sims {
-        let vs = if base.throughput_per_s > 0.0 {
-            format!(
-                "{:+.2}%",
-                100.0 * (s.throughput_per_s - base.throughput_per_s) / base.throughput_per_s
-            )
-        } else {
-            "-".into()
-        };
+        let vs = s.throughput_vs(base);
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}</td>\
