@@ -105,6 +105,13 @@ def main():
     r = load(d, "seed000-netperf-tcp-rr-224.json")
     scanned = pct(r["sis_util"]["counters"]["scanned"], r["sis_prop"]["counters"]["scanned"])
     print(f"\nTCP_RR at 224 threads, sis_scanned: seed -87.9 %, sim {scanned:+.1f} %")
+    locks = {p: r[p]["rq_lock_waits"] for p in ("sis_prop", "sis_util")}
+    remote = {p: r[p]["remote_rq_locks"] for p in ("sis_prop", "sis_util")}
+    print(
+        f"TCP_RR at 224 threads, rq lock contention: seed -13 % (perf profile); sim: remote "
+        f"rq locks {remote['sis_prop']} -> {remote['sis_util']}, waits {locks['sis_prop']} -> "
+        f"{locks['sis_util']}"
+    )
     print()
     print("Seed 001 (SIS_UTIL tested on Kunpeng 920): TCP_RR throughput change %")
     print(f"{'CPUs':<24}{'threads':>8}{'seed':>9}{'sim':>9}{'scanned':>10}  same direction")

@@ -343,3 +343,45 @@ fn compare_and_report_show_simulated_results() {
     let tput = sim("sis_util")["throughput_per_s"].as_f64().unwrap();
     assert!(section.contains(&format!("<td>{tput:.0}</td>")), "{tput}");
 }
+
+/// Two wakers on CPUs 0 and 1 wake two tasks pinned to CPU 2 at the same instant (10 us
+/// into their loops). The first takes CPU 2's runqueue lock for its enqueue (300 ns), then
+/// CPU 2 switches to its wakee and back to idle under the same lock (300 ns each): the
+/// second waker spins 900 ns, is charged them, and from then on runs 900 ns behind, so
+/// the locks never overlap again.
+#[test]
+fn a_waker_waits_for_a_held_runqueue_lock() {
+    let waker = |target| {
+        TaskSpec::looping(
+            format!("waker-{target}"),
+            vec![
+                Step::Run(10 * US),
+                Step::Wake {
+                    task: target,
+                    sync: false,
+                },
+            ],
+        )
+    };
+    let pinned = |name: &str| TaskSpec {
+        start: synth::Start::Runnable { cpu: Some(2) },
+        pinned: Some(2),
+        ..TaskSpec::looping(name.into(), vec![Step::Sleep])
+    };
+    let w = Workload {
+        name: "locks".into(),
+        unit: "rounds",
+        tasks: vec![waker(2), waker(3), pinned("sleeper-a"), pinned("sleeper-b")],
+        wakes_counted: false,
+    };
+    let r = run_with(
+        w,
+        Topology::flat(4),
+        "sis_util",
+        100 * US,
+        Penalty::default(),
+        0,
+    );
+    assert_eq!((r.rq_lock_waits, r.rq_lock_wait_ns), (1, 900));
+    assert!(r.remote_rq_locks >= 19, "{}", r.remote_rq_locks);
+}

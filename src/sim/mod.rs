@@ -45,6 +45,8 @@ const BALANCE_INTERVAL: u64 = 4 * MS;
 const MIGRATION_COST: u64 = 500_000;
 /// The prev_state sched_switch reports for a preempted task (TASK_REPORT_MAX).
 const PREEMPTED: i64 = 0x100;
+/// How long an enqueue or a context switch holds a runqueue lock (replay's default).
+const RQ_LOCK_HOLD_NS: u64 = 300;
 /// The prev_state of a task's last switch (EXIT_DEAD).
 const EXIT_DEAD: i64 = 0x10;
 
@@ -143,6 +145,12 @@ pub struct SimResult {
     pub newidle_pulls: BTreeMap<String, u64>,
     /// Penalty time charged to migrated tasks, ns.
     pub penalty_ns: u64,
+    /// Wakeups onto another CPU, which take its runqueue lock, and how many found it
+    /// held (by another waker or by that CPU's own context switch) and waited.
+    pub remote_rq_locks: u64,
+    pub rq_lock_waits: u64,
+    /// Time wakers spent waiting for those locks, charged to them as CPU time.
+    pub rq_lock_wait_ns: u64,
     /// When the last task finished, for workloads whose tasks end (a traced run); None
     /// when work remained at the end of the duration.
     pub finished_ns: Option<u64>,
@@ -200,6 +208,8 @@ struct Cpu {
     gen: u64,
     /// Idle, with a wakeup IPI on its way.
     kicked: bool,
+    /// Its runqueue lock is held until then.
+    lock_free_at: u64,
     min_vruntime: u64,
     busy_ns: u64,
 }
@@ -368,6 +378,9 @@ impl Sim {
             balance_migrations: Placements::default(),
             newidle_pulls: BTreeMap::new(),
             penalty_ns: 0,
+            remote_rq_locks: 0,
+            rq_lock_waits: 0,
+            rq_lock_wait_ns: 0,
             finished_ns: None,
             unfinished_tasks: 0,
             busy_pct: 0.0,
@@ -562,6 +575,9 @@ impl Sim {
         r.balance_migrations = Placements::default();
         r.newidle_pulls.clear();
         r.penalty_ns = 0;
+        r.remote_rq_locks = 0;
+        r.rq_lock_waits = 0;
+        r.rq_lock_wait_ns = 0;
         self.latencies.clear();
         self.cpus
             .iter()
@@ -612,6 +628,7 @@ impl Sim {
         let c = &mut self.cpus[cpu as usize];
         c.curr = next;
         c.gen += 1;
+        c.lock_free_at = c.lock_free_at.max(now) + RQ_LOCK_HOLD_NS;
         if let Some(n) = next {
             let nr = c.rq.len() as u64 + 1;
             c.started = now;
@@ -818,6 +835,22 @@ impl Sim {
             }
             d.cpu
         };
+        if dest != waker_cpu {
+            // try_to_wake_up enqueues under the chosen CPU's runqueue lock; a waker that
+            // finds it held spins.
+            let c = &mut self.cpus[dest as usize];
+            let start = c.lock_free_at.max(now);
+            c.lock_free_at = start + RQ_LOCK_HOLD_NS;
+            let r = &mut self.result;
+            r.remote_rq_locks += 1;
+            if start > now {
+                r.rq_lock_waits += 1;
+                r.rq_lock_wait_ns += start - now;
+                if let Some((w, _, _)) = by {
+                    self.tasks[w].debt += start - now;
+                }
+            }
+        }
         if dest != prev {
             let kind = EventKind::Migrate {
                 comm: self.tasks[t].comm,
