@@ -4,8 +4,9 @@
 //!
 //! The scheduler is a small CFS: per-CPU runqueues ordered by vruntime, a slice of
 //! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
-//! placed at most 3 ms behind min_vruntime and preempting the current task when it is
-//! more than the wakeup granularity (1 ms) behind it. Idle CPUs pull a waiting task at
+//! placed at most half a sched_latency behind min_vruntime and preempting the current
+//! task when it is more than the wakeup granularity (1 ms) behind it; all three scaled,
+//! as the kernel scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). Idle CPUs pull a waiting task at
 //! newidle balance (reach limited by the policy, seed 002) and at an idle balance every
 //! 4 ms; the policies get their LLC statistics on replay's schedule.
 //!
@@ -35,11 +36,10 @@ use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind, Wake};
 
 const MS: u64 = 1_000_000;
+/// The normalized CFS tunables, before get_update_sysctl_factor's scaling.
 const SCHED_LATENCY: u64 = 6 * MS;
 const MIN_GRANULARITY: u64 = 750_000;
 const WAKEUP_GRANULARITY: u64 = MS;
-/// How far behind min_vruntime a woken sleeper is placed (half of sched_latency).
-const SLEEPER_CREDIT: u64 = 3 * MS;
 const BALANCE_INTERVAL: u64 = 4 * MS;
 /// sysctl_sched_migration_cost: newidle balance is skipped below this avg_idle.
 const MIGRATION_COST: u64 = 500_000;
@@ -242,7 +242,27 @@ struct Level {
     numa: bool,
 }
 
+/// The CFS tunables of a machine: SCHED_TUNABLESCALING_LOG multiplies the normalized
+/// ones by 1 + ilog2(min(CPUs, 8)), so 4 times on any machine of 8 CPUs or more.
+struct Tunables {
+    latency: u64,
+    min_granularity: u64,
+    wakeup_granularity: u64,
+}
+
+impl Tunables {
+    fn for_cpus(cpus: u32) -> Tunables {
+        let factor = 1 + u64::from(cpus.clamp(1, 8).ilog2());
+        Tunables {
+            latency: SCHED_LATENCY * factor,
+            min_granularity: MIN_GRANULARITY * factor,
+            wakeup_granularity: WAKEUP_GRANULARITY * factor,
+        }
+    }
+}
+
 pub struct Sim {
+    tun: Tunables,
     topo_levels: Vec<Vec<Level>>,
     workload: Workload,
     tasks: Vec<Task>,
@@ -392,6 +412,7 @@ impl Sim {
         };
         let m = Machine::new(topo);
         Ok(Sim {
+            tun: Tunables::for_cpus(nr),
             balancer: Balancer::new(&m),
             m,
             topo_levels,
@@ -632,7 +653,7 @@ impl Sim {
         if let Some(n) = next {
             let nr = c.rq.len() as u64 + 1;
             c.started = now;
-            c.slice_end = now + (SCHED_LATENCY / nr).max(MIN_GRANULARITY);
+            c.slice_end = now + (self.tun.latency / nr).max(self.tun.min_granularity);
             let t = &mut self.tasks[n];
             t.state = State::Running;
             t.cpu = cpu;
@@ -720,6 +741,24 @@ impl Sim {
 
     /// The current task's stint ended: its work (or debt) is done, or its slice is.
     fn stint_end(&mut self, cpu: u32, now: u64) {
+        if self.cpus[cpu as usize].curr.is_none() {
+            return;
+        }
+        self.charge(cpu, now);
+        if now >= self.cpus[cpu as usize].slice_end && !self.cpus[cpu as usize].rq.is_empty() {
+            self.preempt(cpu, now);
+        } else {
+            let c = &mut self.cpus[cpu as usize];
+            if now >= c.slice_end {
+                c.slice_end = now + self.tun.latency;
+            }
+            self.advance(cpu, now);
+        }
+    }
+
+    /// Counts the CPU time the current task of `cpu` has had since its stint began:
+    /// against its debt first, then its run step (done when nothing is left).
+    fn charge(&mut self, cpu: u32, now: u64) {
         let Some(t) = self.cpus[cpu as usize].curr else {
             return;
         };
@@ -728,37 +767,23 @@ impl Sim {
         self.cpus[cpu as usize].started = now;
         let task = &mut self.tasks[t];
         task.vruntime += ran;
-        let mut ran_left = ran;
-        let from_debt = task.debt.min(ran_left);
+        let from_debt = task.debt.min(ran);
         task.debt -= from_debt;
-        ran_left -= from_debt;
         if let Some(left) = task.left.as_mut() {
-            *left = left.saturating_sub(ran_left);
+            *left = left.saturating_sub(ran - from_debt);
             if *left == 0 {
                 task.left = None;
                 task.pc += 1;
             }
         }
-        if now >= self.cpus[cpu as usize].slice_end && !self.cpus[cpu as usize].rq.is_empty() {
-            self.preempt(cpu, now);
-        } else {
-            let c = &mut self.cpus[cpu as usize];
-            if now >= c.slice_end {
-                c.slice_end = now + SCHED_LATENCY;
-            }
-            self.advance(cpu, now);
-        }
     }
 
-    /// Puts the current task back on the queue and runs the next.
+    /// Puts the current task back on the queue, its progress kept, and runs the next.
     fn preempt(&mut self, cpu: u32, now: u64) {
+        self.charge(cpu, now);
         let Some(t) = self.cpus[cpu as usize].curr.take() else {
             return;
         };
-        let ran = now - self.cpus[cpu as usize].started;
-        self.cpus[cpu as usize].busy_ns += ran;
-        self.tasks[t].vruntime += ran;
-        self.cpus[cpu as usize].started = now;
         self.tasks[t].state = State::Runnable;
         self.cpus[cpu as usize].rq.push(t);
         self.switch_to_next(cpu, now, Some(t), PREEMPTED);
@@ -875,7 +900,10 @@ impl Sim {
         task.cpu = dest;
         task.state = State::Runnable;
         task.woken_at = Some(now);
-        task.vruntime = task.vruntime.max(min_v.saturating_sub(SLEEPER_CREDIT));
+        // GENTLE_FAIR_SLEEPERS: a sleeper is credited half a sched_latency.
+        task.vruntime = task
+            .vruntime
+            .max(min_v.saturating_sub(self.tun.latency / 2));
         let v = task.vruntime;
         self.cpus[dest as usize].rq.push(t);
         match self.cpus[dest as usize].curr {
@@ -888,7 +916,7 @@ impl Sim {
             None => self.switch_to_next(dest, now, None, 0),
             Some(c) => {
                 let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
-                if running_v > v + WAKEUP_GRANULARITY {
+                if running_v > v + self.tun.wakeup_granularity {
                     self.preempt(dest, now);
                 }
             }
@@ -1004,5 +1032,23 @@ impl Sim {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sched_latency by CPU count, as a booted kernel shows it in
+    /// /sys/kernel/debug/sched/latency_ns: 6 ms on 1 CPU, 12 on 2, 18 on 4, 24 from 8 up.
+    #[test]
+    fn tunables_scale_with_the_log_of_the_cpus() {
+        let ms = |c| Tunables::for_cpus(c).latency / MS;
+        assert_eq!(
+            [ms(1), ms(2), ms(3), ms(4), ms(8), ms(224)],
+            [6, 12, 12, 18, 24, 24]
+        );
+        let t = Tunables::for_cpus(224);
+        assert_eq!((t.min_granularity, t.wakeup_granularity), (3 * MS, 4 * MS));
     }
 }
