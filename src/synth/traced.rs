@@ -72,10 +72,20 @@ enum Early {
 /// A step that does nothing: what a provisional Wake becomes when it woke no one.
 const NOTHING: Step = Step::Run(0);
 
-/// Undoes a provisional early wake that found its task not going to sleep.
-fn cancel_early(tasks: &mut [Building], i: usize) {
-    if let Some(Early::Task { waker, step }) = tasks[i].early.take() {
-        tasks[waker].steps[step] = NOTHING;
+/// Undoes a provisional early wake that found its task not going to sleep; it is no
+/// longer counted as a dependency or a timer wakeup but as a waking that did nothing.
+fn cancel_early(tasks: &mut [Building], i: usize, shape: &mut TracedShape) {
+    match tasks[i].early.take() {
+        Some(Early::Task { waker, step }) => {
+            tasks[waker].steps[step] = NOTHING;
+            shape.task_wakeups -= 1;
+            shape.ignored_wakings += 1;
+        }
+        Some(Early::Timer) => {
+            shape.timer_wakeups -= 1;
+            shape.ignored_wakings += 1;
+        }
+        None => {}
     }
 }
 
@@ -169,14 +179,14 @@ pub fn build(
                     }
                     let preempted = *prev_state == 0 || *prev_state & PREEMPTED != 0;
                     if preempted {
-                        cancel_early(&mut tasks, i);
+                        cancel_early(&mut tasks, i, &mut shape);
                     } else if !b.exited {
                         b.flush_run(now);
                         b.steps.push(Step::Count);
                         if *prev_state & 0x30 != 0 {
                             // EXIT_DEAD or EXIT_ZOMBIE: the task is gone.
                             b.exited = true;
-                            cancel_early(&mut tasks, i);
+                            cancel_early(&mut tasks, i, &mut shape);
                         } else {
                             match b.early.take() {
                                 // Its wakeup came first: a sleep its waker ends.
@@ -320,7 +330,7 @@ pub fn build(
     // What ran up to the end of the trace is the task's last burst.
     let end = shape.last_ns;
     for i in 0..tasks.len() {
-        cancel_early(&mut tasks, i);
+        cancel_early(&mut tasks, i, &mut shape);
     }
     for b in &mut tasks {
         b.flush_run(end);
@@ -461,5 +471,25 @@ mod tests {
             ),
             (3, 1, 1)
         );
+    }
+
+    /// A waking of a task still on its CPU that then is preempted, not put to sleep, woke
+    /// nothing (ttwu found it runnable): the waker's provisional Wake step does nothing.
+    #[test]
+    fn an_early_wakeup_without_a_sleep_is_undone() {
+        let events = vec![
+            switch(0, 0, 0, 0, 10),
+            switch(0, 1, 0, 0, 20),
+            waking(5 * US, 1, 20, 10),
+            switch(8 * US, 0, 10, 0x100, 30),
+            switch(9 * US, 1, 20, 1, 0),
+        ];
+        let (w, shape) = build("t", events.into_iter(), 2);
+        assert_eq!(
+            w.tasks[1].steps,
+            vec![Step::Run(5 * US), NOTHING, Step::Run(4 * US), Step::Count]
+        );
+        assert_eq!(w.tasks[0].steps, vec![Step::Run(8 * US)]);
+        assert_eq!((shape.task_wakeups, shape.ignored_wakings), (0, 1));
     }
 }
