@@ -5,10 +5,9 @@
 
 use std::time::Instant;
 
-use sisreplay::policy::sis::TimeModel;
 use sisreplay::presets;
 use sisreplay::replay::{replay, ReplayOptions};
-use sisreplay::sim::{Penalty, Sim, SimOptions};
+use sisreplay::sim::{Sim, SimOptions};
 use sisreplay::synth;
 use sisreplay::trace::stream::VecSource;
 use sisreplay::trace::SourceInfo;
@@ -31,16 +30,8 @@ fn main() {
         Sim::new(
             synth::build("netperf-tcp-rr", 448).unwrap(),
             SimOptions {
-                topology: topology.clone(),
-                policy: "sis_util".into(),
-                warmup_ns: 0,
-                duration_ns: 50_000_000,
-                time: TimeModel::default(),
-                penalty: Penalty::default(),
-                wake_ipi_ns: sisreplay::sim::DEFAULT_WAKE_IPI_NS,
-                jitter: sisreplay::sim::DEFAULT_JITTER,
-                seed: 1,
                 record,
+                ..SimOptions::with_defaults(topology.clone(), "sis_util", 0, 50_000_000)
             },
         )
         .unwrap()

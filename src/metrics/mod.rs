@@ -107,6 +107,29 @@ impl Log2Hist {
     }
 }
 
+/// How far a task moved: how placements are counted and what a move costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distance {
+    SameCpu,
+    SameLlc,
+    CrossLlc,
+    CrossNuma,
+}
+
+impl Distance {
+    pub fn between(topo: &crate::state::Topo, from: u32, to: u32) -> Distance {
+        if from == to {
+            Distance::SameCpu
+        } else if topo.share_cache(from, to) {
+            Distance::SameLlc
+        } else if topo.node_of.get(from as usize) != topo.node_of.get(to as usize) {
+            Distance::CrossNuma
+        } else {
+            Distance::CrossLlc
+        }
+    }
+}
+
 /// Where a wakee ended up relative to its previous CPU.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Placements {

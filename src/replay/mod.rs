@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::bundle::Meta;
 use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
-use crate::metrics::{Derived, Fidelity, Placements, PolicyMetrics, Window};
+use crate::metrics::{Derived, Distance, Fidelity, Placements, PolicyMetrics, Window};
 use crate::policy::sis::{select_idle_sibling, TimeModel};
 use crate::policy::{self, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
@@ -253,15 +253,12 @@ fn window_at(w: &mut Vec<Window>, i: usize, start_ns: u64) -> &mut Window {
 
 /// Counts a move from `from` to `to` by its distance.
 pub(crate) fn place(p: &mut Placements, topo: &Topo, from: u32, to: u32) {
-    if from == to {
-        p.same_cpu += 1;
-    } else if topo.share_cache(from, to) {
-        p.same_llc += 1;
-    } else if topo.node_of.get(from as usize) != topo.node_of.get(to as usize) {
-        p.cross_numa += 1;
-    } else {
-        p.cross_llc += 1;
-    }
+    *match Distance::between(topo, from, to) {
+        Distance::SameCpu => &mut p.same_cpu,
+        Distance::SameLlc => &mut p.same_llc,
+        Distance::CrossLlc => &mut p.cross_llc,
+        Distance::CrossNuma => &mut p.cross_numa,
+    } += 1;
 }
 
 /// Merges neighbouring windows pairwise.

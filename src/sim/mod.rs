@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use serde::Serialize;
 
 use crate::metrics::observed::Percentiles;
-use crate::metrics::{Derived, Log2Hist, Placements};
+use crate::metrics::{Derived, Distance, Log2Hist, Placements};
 use crate::policy::sis::{select_idle_sibling, SisCounters, TimeModel};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
 use crate::replay::balance::Balancer;
@@ -119,6 +119,30 @@ pub struct SimOptions {
     pub record: bool,
 }
 
+impl SimOptions {
+    /// The model's documented defaults for everything but what is named; seed 1, no
+    /// events kept.
+    pub fn with_defaults(
+        topology: Topology,
+        policy: &str,
+        warmup_ns: u64,
+        duration_ns: u64,
+    ) -> SimOptions {
+        SimOptions {
+            topology,
+            policy: policy.into(),
+            warmup_ns,
+            duration_ns,
+            time: TimeModel::default(),
+            penalty: Penalty::default(),
+            wake_ipi_ns: DEFAULT_WAKE_IPI_NS,
+            jitter: DEFAULT_JITTER,
+            seed: 1,
+            record: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SimResult {
     pub workload: String,
@@ -162,6 +186,44 @@ pub struct SimResult {
     pub jitter: f64,
     pub seed: u64,
     pub time_model: TimeModel,
+}
+
+impl SimResult {
+    /// A result with the run's settings and nothing measured yet.
+    fn empty(workload: &Workload, opts: &SimOptions, nr_cpus: u32) -> SimResult {
+        SimResult {
+            workload: workload.name.clone(),
+            policy: opts.policy.clone(),
+            tasks: workload.tasks.len(),
+            nr_cpus,
+            warmup_ns: opts.warmup_ns,
+            duration_ns: opts.duration_ns,
+            unit: workload.unit,
+            units: 0,
+            throughput_per_s: 0.0,
+            wakeups: 0,
+            latency: Percentiles::default(),
+            latency_us: Log2Hist::default(),
+            counters: SisCounters::default(),
+            derived: Derived::of(&SisCounters::default()),
+            search_ns_total: 0,
+            placements: Placements::default(),
+            balance_migrations: Placements::default(),
+            newidle_pulls: BTreeMap::new(),
+            penalty_ns: 0,
+            remote_rq_locks: 0,
+            rq_lock_waits: 0,
+            rq_lock_wait_ns: 0,
+            finished_ns: None,
+            unfinished_tasks: 0,
+            busy_pct: 0.0,
+            penalties: opts.penalty,
+            wake_ipi_ns: opts.wake_ipi_ns,
+            jitter: opts.jitter,
+            seed: opts.seed,
+            time_model: opts.time,
+        }
+    }
 }
 
 /// A server's idle CPU woken by IPI: the IPI and a shallow C-state's exit take a couple
@@ -367,49 +429,14 @@ impl Sim {
                     Start::At { .. } | Start::Asleep { .. } => State::Sleeping,
                 },
                 exited: false,
-                cpu: match t.start {
-                    Start::Runnable { cpu: None } => (i as u32) % nr,
-                    Start::Runnable { cpu: Some(c) } | Start::At { cpu: c, .. } => c % nr,
-                    Start::Asleep { cpu } => cpu % nr,
-                },
+                cpu: t.start.cpu().unwrap_or(i as u32) % nr,
                 vruntime: 0,
                 wake_pending: 0,
                 last_ran: 0,
                 woken_at: None,
             })
             .collect();
-        let result = SimResult {
-            workload: workload.name.clone(),
-            policy: opts.policy.clone(),
-            tasks: workload.tasks.len(),
-            nr_cpus: nr,
-            warmup_ns: opts.warmup_ns,
-            duration_ns: opts.duration_ns,
-            unit: workload.unit,
-            units: 0,
-            throughput_per_s: 0.0,
-            wakeups: 0,
-            latency: Percentiles::default(),
-            latency_us: Log2Hist::default(),
-            counters: SisCounters::default(),
-            derived: Derived::of(&SisCounters::default()),
-            search_ns_total: 0,
-            placements: Placements::default(),
-            balance_migrations: Placements::default(),
-            newidle_pulls: BTreeMap::new(),
-            penalty_ns: 0,
-            remote_rq_locks: 0,
-            rq_lock_waits: 0,
-            rq_lock_wait_ns: 0,
-            finished_ns: None,
-            unfinished_tasks: 0,
-            busy_pct: 0.0,
-            penalties: opts.penalty,
-            wake_ipi_ns: opts.wake_ipi_ns,
-            jitter: opts.jitter,
-            seed: opts.seed,
-            time_model: opts.time,
-        };
+        let result = SimResult::empty(&workload, &opts, nr);
         let m = Machine::new(topo);
         Ok(Sim {
             tun: Tunables::for_cpus(nr),
@@ -483,17 +510,28 @@ impl Sim {
         }
     }
 
-    fn penalty(&self, from: u32, to: u32) -> u64 {
-        let t = &self.m.topo;
-        if from == to {
-            0
-        } else if t.node_of.get(from as usize) != t.node_of.get(to as usize) {
-            self.opts.penalty.cross_numa_ns
-        } else if !t.share_cache(from, to) {
-            self.opts.penalty.cross_llc_ns
-        } else {
-            self.opts.penalty.same_llc_ns
-        }
+    /// Moves waiting task `t` from `from` to `to` (emitting sched_migrate_task on
+    /// `on_cpu`) and charges it the cache refill of that distance.
+    fn migrate(&mut self, t: usize, from: u32, to: u32, now: u64, on_cpu: u32, common_pid: i32) {
+        let task = &self.tasks[t];
+        let kind = EventKind::Migrate {
+            comm: task.comm,
+            pid: task.pid,
+            prio: 120,
+            orig_cpu: from as i32,
+            dest_cpu: to as i32,
+        };
+        self.emit(now, on_cpu, common_pid, kind);
+        let p = &self.opts.penalty;
+        let refill = match Distance::between(&self.m.topo, from, to) {
+            Distance::SameCpu => 0,
+            Distance::SameLlc => p.same_llc_ns,
+            Distance::CrossLlc => p.cross_llc_ns,
+            Distance::CrossNuma => p.cross_numa_ns,
+        };
+        self.tasks[t].debt += refill;
+        self.tasks[t].cpu = to;
+        self.result.penalty_ns += refill;
     }
 
     /// Runs the workload for the duration; returns the result and the events.
@@ -538,16 +576,11 @@ impl Sim {
                 Ev::Timer { task } => self.wake(task, None, now),
                 Ev::Kick { cpu } => {
                     self.cpus[cpu as usize].kicked = false;
-                    if self.cpus[cpu as usize].curr.is_none() {
-                        self.switch_to_next(cpu, now, None, 0);
-                    }
+                    self.run_if_idle(cpu, now);
                 }
                 Ev::Start { task } => {
                     self.enter(task, now);
-                    let cpu = self.tasks[task].cpu;
-                    if self.cpus[cpu as usize].curr.is_none() {
-                        self.switch_to_next(cpu, now, None, 0);
-                    }
+                    self.run_if_idle(self.tasks[task].cpu, now);
                 }
                 Ev::Balance => {
                     self.balance(now);
@@ -586,24 +619,21 @@ impl Sim {
     /// Starts measuring at `at`: counters back to zero; returns each CPU's busy time so
     /// far (a running task's stint counted up to `at`), to subtract at the end.
     fn reset_metrics(&mut self, at: u64) -> Vec<u64> {
-        let r = &mut self.result;
-        r.units = 0;
-        r.wakeups = 0;
-        r.latency_us = Log2Hist::default();
-        r.counters = SisCounters::default();
-        r.search_ns_total = 0;
-        r.placements = Placements::default();
-        r.balance_migrations = Placements::default();
-        r.newidle_pulls.clear();
-        r.penalty_ns = 0;
-        r.remote_rq_locks = 0;
-        r.rq_lock_waits = 0;
-        r.rq_lock_wait_ns = 0;
+        let finished_ns = self.result.finished_ns;
+        self.result = SimResult::empty(&self.workload, &self.opts, self.result.nr_cpus);
+        self.result.finished_ns = finished_ns;
         self.latencies.clear();
         self.cpus
             .iter()
             .map(|c| c.busy_ns + c.curr.map_or(0, |_| at.saturating_sub(c.started)))
             .collect()
+    }
+
+    /// An idle `cpu` picks up what waits on it.
+    fn run_if_idle(&mut self, cpu: u32, now: u64) {
+        if self.cpus[cpu as usize].curr.is_none() {
+            self.switch_to_next(cpu, now, None, 0);
+        }
     }
 
     /// The task with the least vruntime waiting on `cpu`, removed from its queue.
@@ -877,17 +907,7 @@ impl Sim {
             }
         }
         if dest != prev {
-            let kind = EventKind::Migrate {
-                comm: self.tasks[t].comm,
-                pid: self.tasks[t].pid,
-                prio: 120,
-                orig_cpu: prev as i32,
-                dest_cpu: dest as i32,
-            };
-            self.emit(now, waker_cpu, waker_pid, kind);
-            let p = self.penalty(prev, dest);
-            self.tasks[t].debt += p;
-            self.result.penalty_ns += p;
+            self.migrate(t, prev, dest, now, waker_cpu, waker_pid);
         }
         let w = self.wake_payload(t, dest);
         self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
@@ -944,19 +964,7 @@ impl Sim {
             .iter()
             .rposition(|&t| self.can_migrate(t, now))?;
         let t = self.cpus[from as usize].rq.remove(i);
-        let task = &self.tasks[t];
-        let kind = EventKind::Migrate {
-            comm: task.comm,
-            pid: task.pid,
-            prio: 120,
-            orig_cpu: from as i32,
-            dest_cpu: to as i32,
-        };
-        self.emit(now, to, 0, kind);
-        let p = self.penalty(from, to);
-        self.tasks[t].debt += p;
-        self.tasks[t].cpu = to;
-        self.result.penalty_ns += p;
+        self.migrate(t, from, to, now, to, 0);
         crate::replay::place(&mut self.result.balance_migrations, &self.m.topo, from, to);
         Some(t)
     }

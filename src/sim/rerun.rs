@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{par_map, Penalty, Sim, SimOptions, SimResult};
+use super::{par_map, Sim, SimOptions, SimResult};
 use crate::bundle::Bundle;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
-use crate::policy::sis::TimeModel;
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -208,7 +207,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
         .bundle
         .file_name()
         .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
-    let (workload, model) = traced::build(&name, events.iter().cloned(), topo.nr_cpus);
+    let (workload, model) = traced::build(&name, &events, topo.nr_cpus);
     let trace = RunStats::of(&events, &topo);
     drop(events);
     let mut policies = vec![traced_policy.clone()];
@@ -224,16 +223,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
         let sim = Sim::new(
             workload.clone(),
             SimOptions {
-                topology: topology.clone(),
-                policy: policy.clone(),
-                warmup_ns: 0,
-                duration_ns: cap,
-                time: TimeModel::default(),
-                penalty: Penalty::default(),
                 wake_ipi_ns,
-                jitter: super::DEFAULT_JITTER,
-                seed: 1,
                 record: true,
+                ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )
         .map_err(|e| e.to_string())?;

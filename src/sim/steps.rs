@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{Penalty, Sim, SimOptions, SimResult};
+use super::{Sim, SimOptions, SimResult};
 use crate::bundle::{self, ImportOptions};
-use crate::policy::sis::TimeModel;
 use crate::synth;
 use crate::topology::Topology;
 use crate::trace::stream::VecSource;
@@ -106,16 +105,9 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
     let sim = Sim::new(
         workload,
         SimOptions {
-            topology: o.topology.clone(),
-            policy: policy.into(),
-            warmup_ns: o.warmup_ns,
-            duration_ns: o.duration_ns,
-            time: TimeModel::default(),
-            penalty: Penalty::default(),
-            wake_ipi_ns: super::DEFAULT_WAKE_IPI_NS,
-            jitter: super::DEFAULT_JITTER,
             seed: o.seed,
             record: o.out_dir.is_some(),
+            ..SimOptions::with_defaults(o.topology.clone(), policy, o.warmup_ns, o.duration_ns)
         },
     )
     .map_err(|e| e.to_string())?;

@@ -34,6 +34,16 @@ pub enum Start {
     Asleep { cpu: u32 },
 }
 
+impl Start {
+    /// The CPU it names, if any.
+    pub fn cpu(&self) -> Option<u32> {
+        match *self {
+            Start::Runnable { cpu } => cpu,
+            Start::At { cpu, .. } | Start::Asleep { cpu } => Some(cpu),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub comm: String,

@@ -52,7 +52,6 @@ struct Building {
     /// Asleep since (ns) and the index of its Sleep step, when asleep.
     asleep: Option<(u64, Option<usize>)>,
     exited: bool,
-    first_cpu: u32,
     /// Woken while still on its CPU: the kernel dequeues a blocking task before the
     /// switch is traced, so a waking can come first. The sleep that follows is then
     /// already satisfied; if no sleep follows, the wake did nothing.
@@ -90,6 +89,15 @@ fn cancel_early(tasks: &mut [Building], i: usize, shape: &mut TracedShape) {
 }
 
 impl Building {
+    /// Sets how the task enters the run, the first time it is seen; whether this was it.
+    fn begin(&mut self, start: Start) -> bool {
+        let first = self.start.is_none();
+        if first {
+            self.start = Some(start);
+        }
+        first
+    }
+
     fn flush_run(&mut self, now: u64) {
         if let Some(since) = self.on_cpu_since {
             self.ran += now.saturating_sub(since);
@@ -103,11 +111,7 @@ impl Building {
 }
 
 /// Builds the model from a trace's events (in time order). `name` names the workload.
-pub fn build(
-    name: &str,
-    events: impl Iterator<Item = Event>,
-    nr_cpus: u32,
-) -> (Workload, TracedShape) {
+pub fn build(name: &str, events: &[Event], nr_cpus: u32) -> (Workload, TracedShape) {
     let mut index: HashMap<i32, usize> = HashMap::new();
     let mut tasks: Vec<Building> = Vec::new();
     let mut curr: Vec<i32> = vec![0; nr_cpus.max(1) as usize];
@@ -166,12 +170,11 @@ pub fn build(
                         prev_comm.to_str_lossy().into()
                     });
                     let b = &mut tasks[i];
-                    if b.start.is_none() {
+                    let running = Start::Runnable {
+                        cpu: Some(cpu as u32),
+                    };
+                    if b.begin(running) {
                         // Running when the trace began.
-                        b.start = Some(Start::Runnable {
-                            cpu: Some(cpu as u32),
-                        });
-                        b.first_cpu = cpu as u32;
                         b.on_cpu_since = Some(t0);
                     }
                     if let Some(since) = b.on_cpu_since.take() {
@@ -208,13 +211,10 @@ pub fn build(
                         next_comm.to_str_lossy().into()
                     });
                     let b = &mut tasks[i];
-                    if b.start.is_none() {
-                        b.start = Some(Start::At {
-                            at_ns: now - t0,
-                            cpu: cpu as u32,
-                        });
-                        b.first_cpu = cpu as u32;
-                    }
+                    b.begin(Start::At {
+                        at_ns: now - t0,
+                        cpu: cpu as u32,
+                    });
                     b.on_cpu_since = Some(now);
                     if let Some((since, Some(k))) = b.asleep.take() {
                         // Running again without a recorded waking (lost, or not traced):
@@ -227,25 +227,18 @@ pub fn build(
                 let i = slot(&mut index, &mut tasks, w.pid, &|| {
                     w.comm.to_str_lossy().into()
                 });
-                let b = &mut tasks[i];
-                if b.start.is_none() {
-                    let c = w.target_cpu.max(0) as u32;
-                    b.start = Some(Start::At {
-                        at_ns: now - t0,
-                        cpu: c,
-                    });
-                    b.first_cpu = c;
-                }
+                tasks[i].begin(Start::At {
+                    at_ns: now - t0,
+                    cpu: w.target_cpu.max(0) as u32,
+                });
             }
             EventKind::Waking(w) => {
                 let i = slot(&mut index, &mut tasks, w.pid, &|| {
                     w.comm.to_str_lossy().into()
                 });
                 let prev = (w.target_cpu.max(0) as u32).min(nr_cpus.max(1) - 1);
-                if tasks[i].start.is_none() {
+                if tasks[i].begin(Start::Asleep { cpu: prev }) {
                     // Asleep when the trace began.
-                    tasks[i].start = Some(Start::Asleep { cpu: prev });
-                    tasks[i].first_cpu = prev;
                     tasks[i].asleep = Some((t0, None));
                 }
                 let waker = e.common_pid;
@@ -261,11 +254,10 @@ pub fn build(
                     // The waker has been running since before the trace began.
                     let wi = slot(&mut index, &mut tasks, waker, &|| format!("pid {waker}"));
                     let wb = &mut tasks[wi];
-                    if wb.start.is_none() {
-                        wb.start = Some(Start::Runnable {
-                            cpu: Some(cpu as u32),
-                        });
-                        wb.first_cpu = cpu as u32;
+                    let running = Start::Runnable {
+                        cpu: Some(cpu as u32),
+                    };
+                    if wb.begin(running) {
                         wb.on_cpu_since = Some(t0);
                     }
                     curr[cpu] = waker;
@@ -346,13 +338,16 @@ pub fn build(
     let specs = tasks
         .into_iter()
         .map(|b| {
-            let pinned = TaskState::comm_is_percpu_kthread(&b.comm).then_some(b.first_cpu);
+            // Every task is begun where it is first seen.
+            let start = b.start.unwrap_or(Start::Asleep { cpu: 0 });
+            let pinned =
+                TaskState::comm_is_percpu_kthread(&b.comm).then(|| start.cpu().unwrap_or(0));
             TaskSpec {
                 comm: b.comm,
                 pid: Some(b.pid),
                 steps: b.steps,
                 looping: false,
-                start: b.start.unwrap_or(Start::Asleep { cpu: b.first_cpu }),
+                start,
                 pinned,
             }
         })
@@ -430,7 +425,7 @@ mod tests {
             switch(166 * US, 0, 20, 1, 0),
             switch(171 * US, 1, 10, 1, 0),
         ];
-        let (w, shape) = build("t", events.into_iter(), 2);
+        let (w, shape) = build("t", &events, 2);
         let (t10, t20) = (&w.tasks[0], &w.tasks[1]);
         assert_eq!((t10.pid, t20.pid), (Some(10), Some(20)));
         assert_eq!(t10.start, Start::At { at_ns: 0, cpu: 0 });
@@ -484,7 +479,7 @@ mod tests {
             switch(8 * US, 0, 10, 0x100, 30),
             switch(9 * US, 1, 20, 1, 0),
         ];
-        let (w, shape) = build("t", events.into_iter(), 2);
+        let (w, shape) = build("t", &events, 2);
         assert_eq!(
             w.tasks[1].steps,
             vec![Step::Run(5 * US), NOTHING, Step::Run(4 * US), Step::Count]
