@@ -150,6 +150,7 @@ struct ReplayArgs {
     /// Threads to split the policies over (each reads the trace itself)
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -170,6 +171,7 @@ struct CompareArgs {
     /// Directory that holds bundles
     #[arg(long = "traces-dir", default_value = "traces")]
     pub traces_dir: PathBuf,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -234,6 +236,7 @@ struct SynthArgs {
     /// Threads to run the steps on [default: the CPUs available]
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -251,6 +254,7 @@ struct SimulateArgs {
     /// Threads to run the policies on [default: the CPUs available]
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -259,6 +263,7 @@ struct SimulateArgs {
 struct MachinesArgs {
     /// A preset, or `here` for this machine
     pub name: Option<String>,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -272,6 +277,7 @@ struct FidelityArgs {
     /// kernel release and sched features]
     #[arg(long)]
     pub as_kernel: Option<String>,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -293,6 +299,7 @@ struct PoliciesArgs {
     /// LLC size for --budget
     #[arg(long, default_value_t = 112)]
     pub llc_size: u32,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -304,6 +311,7 @@ struct InfoArgs {
     /// How many tasks to list
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+    /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
 }
@@ -769,19 +777,27 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Threads to use: as asked, else one per CPU available.
+fn jobs_or_cpus(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 fn run_simulate(args: SimulateArgs) -> ExitCode {
     use sisreplay::sim::rerun::{self, RerunOptions};
-    for p in &args.policy {
-        if let Err(e) = sisreplay::policy::build(p) {
-            return fail(e);
-        }
+    if let Err(e) = args
+        .policy
+        .iter()
+        .try_for_each(|p| sisreplay::policy::build(p).map(drop))
+    {
+        return fail(e);
     }
     let path = [args.bundle.clone(), Path::new("traces").join(&args.bundle)]
         .into_iter()
         .find(|p| bundle::is_bundle(p));
     let Some(path) = path else {
         return fail(format!(
-            "{}: not a bundle (no meta.json there nor in traces/); import a trace first",
+            "{}: not a bundle (no meta.json there nor in traces/); make one with \
+             `sisreplay import FILE` or `sisreplay capture`",
             args.bundle.display()
         ));
     };
@@ -789,9 +805,7 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
         bundle: path,
         policies: args.policy.clone(),
         out_dir: args.output.clone(),
-        jobs: args
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        jobs: jobs_or_cpus(args.jobs),
     };
     match rerun::run(&o) {
         Ok(r) if args.json => {
@@ -816,10 +830,12 @@ fn run_synth(args: SynthArgs) -> ExitCode {
     if let Err(e) = sisreplay::synth::build(&args.workload, 1) {
         return fail(e);
     }
-    for p in &args.policy {
-        if let Err(e) = sisreplay::policy::build(p) {
-            return fail(e);
-        }
+    if let Err(e) = args
+        .policy
+        .iter()
+        .try_for_each(|p| sisreplay::policy::build(p).map(drop))
+    {
+        return fail(e);
     }
     let cpus = topology.cpus.len() as u32;
     let load_steps = match steps::load_steps(args.load.as_deref(), args.threads, cpus) {
@@ -843,9 +859,7 @@ fn run_synth(args: SynthArgs) -> ExitCode {
         out_is_bundle: single && args.output.is_some(),
         seed: args.seed,
         out_dir,
-        jobs: args
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        jobs: jobs_or_cpus(args.jobs),
     };
     let results = match steps::run(&o) {
         Ok(r) => r,
