@@ -54,6 +54,21 @@ fn e2s<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
 }
 
+/// The series' legend, boxed over the plot at `at`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e2s)
+}
+
 /// One group of bars per category, one bar per series, with a legend.
 pub struct Bars<'a> {
     pub title: &'a str,
@@ -133,14 +148,7 @@ pub fn grouped_bars(b: &Bars) -> String {
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
         category_labels(root, &chart, b, 0.0)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e2s)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -182,14 +190,7 @@ pub fn curves(b: &Bars) -> String {
         }
         let y0 = chart.y_range().start;
         category_labels(root, &chart, b, y0)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e2s)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
 }
@@ -230,14 +231,7 @@ pub fn cdf(title: &str, x_desc: &str, series: &[(String, Vec<(f64, f64)>)]) -> S
                 .label(name.as_str())
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e2s)?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
