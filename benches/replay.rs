@@ -25,7 +25,7 @@ fn main() {
                 src.as_mut(),
                 None,
                 ReplayOptions {
-                    policies: policies.iter().map(|s| s.to_string()).collect(),
+                    policies: policies.iter().map(|s| s.parse().unwrap()).collect(),
                     as_kernel: Some(policies[0].to_string()),
                     ..Default::default()
                 },
@@ -81,7 +81,7 @@ fn main() {
             &open,
             None,
             ReplayOptions {
-                policies: all.iter().map(|s| s.to_string()).collect(),
+                policies: all.iter().map(|s| s.parse().unwrap()).collect(),
                 as_kernel: Some(all[0].to_string()),
                 ..Default::default()
             },

@@ -74,7 +74,7 @@ fn main() {
         src.as_mut(),
         Some(&meta),
         ReplayOptions {
-            policies: vec!["sis_util".into()],
+            policies: vec!["sis_util".parse().unwrap()],
             as_kernel: Some("sis_util".into()),
             ..Default::default()
         },

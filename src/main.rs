@@ -8,8 +8,9 @@ use clap::{Parser, Subcommand};
 
 use sisreplay::bundle::{self, ImportOptions};
 use sisreplay::capture::{self, Backend, CaptureOptions};
+use sisreplay::info;
+use sisreplay::policy::PolicySpec;
 use sisreplay::topology::Topology;
-use sisreplay::{info, trace};
 
 /// The sample every command falls back to when given no input.
 const DEFAULT_SAMPLE: &str = "traces/samples/hackbench-v7-zstd.dat";
@@ -124,7 +125,7 @@ struct ReplayArgs {
     pub input: Option<PathBuf>,
     /// Policies, comma-separated, each `name[:key=value...]`
     #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
-    pub policy: Vec<String>,
+    pub policy: Vec<PolicySpec>,
     /// The policy compared with the kernel's choices [default: from the kernel release]
     #[arg(long)]
     pub as_kernel: Option<String>,
@@ -223,7 +224,7 @@ struct SynthArgs {
     pub warmup: std::time::Duration,
     /// Policies, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
-    pub policy: Vec<String>,
+    pub policy: Vec<PolicySpec>,
     /// Output directory [default: traces/]; with one load step and one policy, the bundle
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -247,7 +248,7 @@ struct SimulateArgs {
     pub bundle: PathBuf,
     /// Policies besides the traced kernel's, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
-    pub policy: Vec<String>,
+    pub policy: Vec<PolicySpec>,
     /// Write each re-run as a bundle (events, meta, results/sim.json) in this directory
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -401,8 +402,8 @@ fn import(args: ImportArgs) -> ExitCode {
             "--name {name:?}: a bundle name is one plain directory name"
         ));
     }
-    let mut src = match trace::open(&file) {
-        Ok(s) => s,
+    let mut src = match sisreplay::input::open(&file) {
+        Ok(i) => i.source,
         Err(e) => return fail(e),
     };
     let tty = std::io::stderr().is_terminal();
@@ -546,17 +547,9 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
     } = args;
     use sisreplay::replay::{self, ReplayOptions};
     let input = default_input(input);
-    let meta = if bundle::is_bundle(&input) {
-        match bundle::read_meta(&input) {
-            Ok(m) => Some(m),
-            Err(e) => return fail(e),
-        }
-    } else {
-        None
-    };
     // Open before creating the decisions file, so a bad trace leaves an old one alone.
-    let mut src = match trace::open(&input) {
-        Ok(s) => s,
+    let (mut src, meta) = match sisreplay::input::open(&input) {
+        Ok(i) => (i.source, i.meta),
         Err(e) => return fail(e),
     };
     let decisions_out: Option<Box<dyn std::io::Write + Send>> = match &decisions {
@@ -568,7 +561,7 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
     };
     let opts = ReplayOptions {
         policies: policy,
-        time: sisreplay::policy::sis::TimeModel { entry_ns, probe_ns },
+        time: sisreplay::wakeup::sis::TimeModel { entry_ns, probe_ns },
         windows,
         as_kernel,
         decisions: decisions_out,
@@ -582,7 +575,7 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         // Each thread opens the trace itself.
         drop(src);
         let open = || -> Result<Box<dyn sisreplay::trace::EventSource>, replay::ReplayError> {
-            Ok(trace::open(&input)?)
+            Ok(sisreplay::input::open(&input)?.source)
         };
         replay::replay_parallel(&open, meta.as_ref(), opts, jobs)
     };
@@ -648,24 +641,7 @@ fn run_compare(args: CompareArgs) -> ExitCode {
 /// Writes `text` to `path` through a temporary file beside it, so an existing report is
 /// replaced whole or not at all.
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{}: {e}", path.display())
-    })
+    sisreplay::atomic::write(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 fn run_report(args: ReportArgs) -> ExitCode {
@@ -728,16 +704,8 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     use sisreplay::replay::{replay, ReplayOptions};
     let mut rows = Vec::new();
     for input in &args.inputs {
-        let meta = if bundle::is_bundle(input) {
-            match bundle::read_meta(input) {
-                Ok(m) => Some(m),
-                Err(e) => return fail(e),
-            }
-        } else {
-            None
-        };
-        let mut src = match trace::open(input) {
-            Ok(s) => s,
+        let (mut src, meta) = match sisreplay::input::open(input) {
+            Ok(i) => (i.source, i.meta),
             Err(e) => return fail(e),
         };
         let opts = ReplayOptions {
@@ -783,14 +751,7 @@ fn jobs_or_cpus(jobs: Option<usize>) -> usize {
 }
 
 fn run_simulate(args: SimulateArgs) -> ExitCode {
-    use sisreplay::sim::rerun::{self, RerunOptions};
-    if let Err(e) = args
-        .policy
-        .iter()
-        .try_for_each(|p| sisreplay::policy::build(p).map(drop))
-    {
-        return fail(e);
-    }
+    use sisreplay::simulate::{self, RerunOptions};
     let path = [args.bundle.clone(), Path::new("traces").join(&args.bundle)]
         .into_iter()
         .find(|p| bundle::is_bundle(p));
@@ -807,13 +768,13 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
         out_dir: args.output.clone(),
         jobs: jobs_or_cpus(args.jobs),
     };
-    match rerun::run(&o) {
+    match simulate::run(&o) {
         Ok(r) if args.json => {
             println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
             ExitCode::SUCCESS
         }
         Ok(r) => {
-            print!("{}", rerun::render(&r));
+            print!("{}", simulate::render(&r));
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
@@ -821,20 +782,13 @@ fn run_simulate(args: SimulateArgs) -> ExitCode {
 }
 
 fn run_synth(args: SynthArgs) -> ExitCode {
-    use sisreplay::sim::steps::{self, SynthOptions};
+    use sisreplay::synth::steps::{self, SynthOptions};
     let topology = match machine(Some(&args.machine)) {
         Ok(Some(t)) => t,
         Ok(None) => unreachable!("a machine was named"),
         Err(e) => return fail(e),
     };
     if let Err(e) = sisreplay::synth::build(&args.workload, 1) {
-        return fail(e);
-    }
-    if let Err(e) = args
-        .policy
-        .iter()
-        .try_for_each(|p| sisreplay::policy::build(p).map(drop))
-    {
         return fail(e);
     }
     let cpus = topology.cpus.len() as u32;
@@ -983,7 +937,7 @@ fn show_policies(args: PoliciesArgs) -> ExitCode {
         if budget {
             return fail("--budget needs a policy name");
         }
-        let all = policy::registry();
+        let all: Vec<_> = policy::registry().collect();
         if json {
             println!(
                 "{}",
@@ -1001,7 +955,7 @@ fn show_policies(args: PoliciesArgs) -> ExitCode {
                     p.name, p.summary, p.follows
                 );
                 for q in p.params {
-                    println!("    {}={} : {}", q.name, q.default, q.doc);
+                    println!("    {}={} : {}", q.name, q.default_text(), q.doc);
                 }
             }
         }
@@ -1021,7 +975,7 @@ fn show_policies(args: PoliciesArgs) -> ExitCode {
         } else {
             println!("{}: {}\nfollows: {}", info.name, info.summary, info.follows);
             for q in info.params {
-                println!("  {}={} : {}", q.name, q.default, q.doc);
+                println!("  {}={} : {}", q.name, q.default_text(), q.doc);
             }
         }
         return ExitCode::SUCCESS;
@@ -1059,8 +1013,8 @@ fn show_policies(args: PoliciesArgs) -> ExitCode {
 fn show_info(args: InfoArgs) -> ExitCode {
     let InfoArgs { input, top, json } = args;
     let input = default_input(input);
-    let mut src = match trace::open(&input) {
-        Ok(s) => s,
+    let mut src = match sisreplay::input::open(&input) {
+        Ok(i) => i.source,
         Err(e) => return fail(e),
     };
     match info::summarise(src.as_mut(), top) {

@@ -103,3 +103,81 @@ fn registry_lists_every_policy_and_rejects_bad_names() {
     assert_eq!(code, Some(2));
     assert!(err.contains("must be within 100..=200"), "{err}");
 }
+
+/// Every line of the registry, checked from what the line itself declares: adding a
+/// policy with a line that does not match its file fails here.
+#[test]
+fn every_registry_entry_builds_and_checks_its_declared_parameters() {
+    use sisreplay::policy::{self, ParamKind, PolicySpec, REGISTRY};
+    let mut names = std::collections::HashSet::new();
+    for e in REGISTRY {
+        let info = e.info;
+        for n in std::iter::once(info.name).chain(info.aliases.iter().copied()) {
+            assert!(names.insert(n), "{n} is named twice");
+            assert_eq!(policy::lookup(n).unwrap().name, info.name);
+        }
+        // The constructor on the line builds the policy the line describes, at defaults.
+        let spec = PolicySpec::parse(info.name).unwrap();
+        assert_eq!(spec.build().info().name, info.name);
+        for p in info.params {
+            let at = |v: &str| PolicySpec::parse(&format!("{}:{}={v}", info.name, p.name));
+            match p.kind {
+                ParamKind::Int { default, min, max } => {
+                    assert!((min..=max).contains(&default), "{}:{}", info.name, p.name);
+                    for ok in [min, default, max] {
+                        at(&ok.to_string()).unwrap().build();
+                    }
+                    if max < u64::MAX {
+                        let e = at(&(max + 1).to_string()).unwrap_err().to_string();
+                        assert!(e.contains(&format!("{min}..={max}")), "{e}");
+                    }
+                    if min > 0 {
+                        assert!(at(&(min - 1).to_string()).is_err());
+                    }
+                    assert!(at("ten").unwrap_err().to_string().contains("not a number"));
+                }
+                ParamKind::Choice { default, options } => {
+                    assert!(options.contains(&default));
+                    for o in options {
+                        at(o).unwrap().build();
+                    }
+                    assert!(at("bogus").is_err());
+                }
+            }
+            assert_eq!(
+                spec.params().in_force()[p.name],
+                p.default_text(),
+                "{}:{} in force at its default",
+                info.name,
+                p.name
+            );
+        }
+        let unknown = PolicySpec::parse(&format!("{}:nosuch=1", info.name)).unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown parameter"),
+            "{unknown}"
+        );
+        // A policy a stock kernel runs is recognised from those sched features, on a
+        // v6.0-v6.6 kernel (both words listed) and on v6.7+ (no SIS_PROP left).
+        if let Some(f) = e.features {
+            assert_eq!(policy::from_features(f).unwrap().name, info.name, "{f}");
+            let v67: Vec<&str> = f
+                .split_whitespace()
+                .filter(|w| !w.ends_with("SIS_PROP"))
+                .collect();
+            if !f.split_whitespace().any(|w| w == "SIS_PROP") {
+                assert_eq!(
+                    policy::from_features(&v67.join(" ")).unwrap().name,
+                    info.name,
+                    "{f} on v6.7+"
+                );
+            }
+            assert_eq!(
+                sisreplay::replay::traced_policy(Some("5.15"), Some(f)),
+                info.name,
+                "features decide over the release"
+            );
+        }
+    }
+    assert!(policy::from_features("TTWU_QUEUE WA_IDLE").is_none());
+}

@@ -69,7 +69,7 @@ fn run(events: Vec<Event>, policies: &[&str]) -> (sisreplay::replay::ReplayResul
         &mut src,
         None,
         ReplayOptions {
-            policies: policies.iter().map(|s| s.to_string()).collect(),
+            policies: policies.iter().map(|s| s.parse().unwrap()).collect(),
             decisions: Some(Box::new(std::fs::File::create(&csv).unwrap())),
             ..Default::default()
         },
@@ -138,14 +138,15 @@ fn fidelity_on_the_committed_host_traces() {
         ("traces/host/pingpong-2pairs", 100_000, 99.5),
     ] {
         let p = root.join(f);
-        let meta =
-            sisreplay::bundle::is_bundle(&p).then(|| sisreplay::bundle::read_meta(&p).unwrap());
-        let mut src = sisreplay::trace::open(&p).unwrap();
+        let sisreplay::input::Input {
+            source: mut src,
+            meta,
+        } = sisreplay::input::open(&p).unwrap();
         let r = replay(
             src.as_mut(),
             meta.as_ref(),
             ReplayOptions {
-                policies: vec!["sis_util".into()],
+                policies: vec!["sis_util".parse().unwrap()],
                 ..Default::default()
             },
         )
@@ -284,7 +285,7 @@ fn parallel_replay_equals_one_pass() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/samples/hackbench-v6.dat");
     let policies = ["sis_prop", "sis_util", "no_limit", "sis_util_v3"];
     let opts = || ReplayOptions {
-        policies: policies.iter().map(|s| s.to_string()).collect(),
+        policies: policies.iter().map(|s| s.parse().unwrap()).collect(),
         ..Default::default()
     };
     let one = replay(sisreplay::trace::open(&p).unwrap().as_mut(), None, opts()).unwrap();

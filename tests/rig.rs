@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sisreplay::bundle;
 use sisreplay::replay::{replay, ReplayOptions, ReplayResult};
 
 fn rig(topology: &str, name: &str) -> PathBuf {
@@ -16,13 +15,16 @@ fn rig(topology: &str, name: &str) -> PathBuf {
 }
 
 fn replay_bundle(p: &Path, policies: &[&str]) -> ReplayResult {
-    let meta = bundle::read_meta(p).unwrap();
-    let mut src = sisreplay::trace::open(p).unwrap();
+    let sisreplay::input::Input {
+        source: mut src,
+        meta,
+    } = sisreplay::input::open(p).unwrap();
+    let meta = meta.unwrap();
     replay(
         src.as_mut(),
         Some(&meta),
         ReplayOptions {
-            policies: policies.iter().map(|s| s.to_string()).collect(),
+            policies: policies.iter().map(|s| s.parse().unwrap()).collect(),
             ..Default::default()
         },
     )

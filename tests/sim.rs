@@ -1,10 +1,10 @@
 //! The closed-loop simulator on cases whose outcome can be worked out by hand.
 
-use sisreplay::policy::sis::TimeModel;
 use sisreplay::presets;
 use sisreplay::sim::{Penalty, Sim, SimOptions, SimResult};
 use sisreplay::synth::{self, Step, TaskSpec, Workload};
 use sisreplay::topology::Topology;
+use sisreplay::wakeup::sis::TimeModel;
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -236,7 +236,7 @@ fn synth_bundles_replay_to_the_simulated_decisions() {
         let sim: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(b.join("results/sim.json")).unwrap())
                 .unwrap();
-        let mut src = sisreplay::trace::open(&b).unwrap();
+        let mut src = sisreplay::input::open(&b).unwrap().source;
         let r = sisreplay::replay::replay(
             src.as_mut(),
             Some(&meta),

@@ -306,10 +306,9 @@ fn build_meta(
 /// so a crash leaves the old file or the new one, never half of one.
 pub fn rewrite_meta(dir: &Path, meta: &Meta) -> Result<(), BundleError> {
     let p = dir.join(META_FILE);
-    let tmp = dir.join(format!(".{META_FILE}.tmp"));
     let text = serde_json::to_string_pretty(meta).expect("meta serialises");
-    fs::write(&tmp, text + "\n").map_err(|e| berr(&tmp, e.to_string()))?;
-    fs::rename(&tmp, &p).map_err(|e| berr(&p, e.to_string()))
+    crate::atomic::write(&p, (text + "\n").as_bytes())
+        .map_err(|e| berr(&e.path, e.source.to_string()))
 }
 
 /// An existing bundle, read as an event source.

@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::bundle;
 use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, PolicyMetrics, Window};
+use crate::policy::PolicySpec;
 use crate::replay::{replay, ReplayError, ReplayOptions, ReplayResult};
-use crate::trace;
 
 /// One column of a comparison: a policy replayed over each row's trace, or a captured
 /// bundle whose own recorded behaviour is reported (the same in every row).
@@ -312,15 +312,14 @@ fn replay_trace(
     policies: Vec<String>,
     windows: u32,
 ) -> Result<ReplayResult, CompareError> {
-    let meta = if bundle::is_bundle(t) {
-        Some(bundle::read_meta(t)?)
-    } else {
-        None
-    };
-    let mut src = trace::open(t)?;
+    let crate::input::Input { mut source, meta } = crate::input::open(t)?;
     let add_kernel_policy = !policies.is_empty();
+    let policies = policies
+        .iter()
+        .map(|p| PolicySpec::parse(p).map_err(ReplayError::from))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(replay(
-        src.as_mut(),
+        source.as_mut(),
         meta.as_ref(),
         ReplayOptions {
             policies,

@@ -4,12 +4,15 @@
 
 pub mod calibration;
 pub mod observed;
+pub mod windows;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::policy::sis::{Path, SisCounters};
+use crate::state::Topo;
+use crate::wakeup::sis::{Decision, Path, SisCounters};
+use windows::Slot;
 
 /// The percentages derived from SIS counters, in Chen Yu's schedstat_parse.py and in
 /// mmtests' MonitorProcschedstat.pm definitions (kernel-model.md §7.2).
@@ -117,7 +120,7 @@ pub enum Distance {
 }
 
 impl Distance {
-    pub fn between(topo: &crate::state::Topo, from: u32, to: u32) -> Distance {
+    pub fn between(topo: &Topo, from: u32, to: u32) -> Distance {
         if from == to {
             Distance::SameCpu
         } else if topo.share_cache(from, to) {
@@ -137,6 +140,18 @@ pub struct Placements {
     pub same_llc: u64,
     pub cross_llc: u64,
     pub cross_numa: u64,
+}
+
+impl Placements {
+    /// Counts a move from `from` to `to` by its distance.
+    pub fn count(&mut self, topo: &Topo, from: u32, to: u32) {
+        *match Distance::between(topo, from, to) {
+            Distance::SameCpu => &mut self.same_cpu,
+            Distance::SameLlc => &mut self.same_llc,
+            Distance::CrossLlc => &mut self.cross_llc,
+            Distance::CrossNuma => &mut self.cross_numa,
+        } += 1;
+    }
 }
 
 /// Agreement of a policy with the kernel's recorded choices.
@@ -254,6 +269,89 @@ impl PolicyMetrics {
             fidelity: None,
             windows: Vec::new(),
         }
+    }
+}
+
+/// One replayed wakeup as every policy's decision is set against it: what the trace
+/// recorded, and the machine around the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct Replayed {
+    pub now: u64,
+    pub pid: i32,
+    pub waker_cpu: u32,
+    pub prev: u32,
+    /// The target the search starts from (wake_affine's choice).
+    pub target: u32,
+    /// The CPU the kernel chose.
+    pub recorded_cpu: u32,
+    /// The wakeup went through the IPI wakelist (recorded on the target later).
+    pub ipi: bool,
+    /// The step of select_task_rq_fair that chose the target.
+    pub affine_stage: &'static str,
+    /// The target's LLC had an idle CPU.
+    pub span_idle: bool,
+    /// The fine window the wakeup falls in.
+    pub slot: Slot,
+}
+
+/// What a decision did to the machine beyond its own counts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Effects {
+    /// The chosen CPU was busy.
+    pub chosen_busy: bool,
+    /// The chosen CPU's rq lock was taken again within the hold window.
+    pub lock_collision: bool,
+}
+
+impl PolicyMetrics {
+    /// Counts one decision of this policy for a replayed wakeup.
+    pub fn record(&mut self, w: &Replayed, d: &Decision, topo: &Topo, fx: Effects) {
+        self.counters.add(&d.counters);
+        *self.paths.entry(d.path.name().to_string()).or_default() += 1;
+        let p = d.probed as usize;
+        if self.probed.len() <= p {
+            self.probed.resize(p + 1, 0);
+        }
+        self.probed[p] += 1;
+        if d.probed > 0 {
+            self.search_us.add(d.search_ns / 1000);
+        }
+        self.search_ns_total += d.search_ns;
+        let cross_llc = !topo.share_cache(d.cpu, w.prev);
+        self.placements.count(topo, w.prev, d.cpu);
+        if fx.chosen_busy && w.span_idle {
+            self.stacked_with_idle += 1;
+        }
+        if d.cpu != w.waker_cpu {
+            self.remote_rq_locks += 1;
+            self.rq_lock_collisions += fx.lock_collision as u64;
+        }
+        let wd = windows::window_at(&mut self.windows, w.slot);
+        wd.counters.add(&d.counters);
+        wd.search_ns += d.search_ns;
+        wd.cross_llc += cross_llc as u64;
+        wd.wakeups += 1;
+        wd.moved += (d.cpu != w.prev) as u64;
+        if let Some(f) = self.fidelity.as_mut() {
+            let agree = d.cpu == w.recorded_cpu;
+            f.note(
+                d.path,
+                agree,
+                w.ipi,
+                topo.share_cache(d.cpu, w.recorded_cpu),
+                !topo.share_cache(w.recorded_cpu, w.prev),
+                cross_llc,
+            );
+            let e = f.by_affine.entry(w.affine_stage.to_string()).or_default();
+            e.0 += 1;
+            e.1 += agree as u64;
+        }
+    }
+
+    /// Computes what is derived from the counts, and regroups the windows into `n`.
+    pub fn finish(&mut self, n: usize) {
+        self.derived = Derived::of(&self.counters);
+        self.windows = windows::regroup(std::mem::take(&mut self.windows), n);
     }
 }
 

@@ -5,7 +5,9 @@
 
 use serde::Serialize;
 
+use super::windows::{self, Slot};
 use super::{Log2Hist, Placements, Window};
+use crate::state::Topo;
 
 /// Waking→running latency percentiles, nanoseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -66,6 +68,24 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// A replayed wakeup the kernel placed on `chosen`.
+    pub fn note_wakeup(&mut self, topo: &Topo, prev: u32, chosen: u32, slot: Slot) {
+        self.wakeups += 1;
+        self.placements.count(topo, prev, chosen);
+        let wd = windows::window_at(&mut self.windows, slot);
+        wd.wakeups += 1;
+        wd.cross_llc += !topo.share_cache(chosen, prev) as u64;
+        wd.moved += (chosen != prev) as u64;
+    }
+
+    /// A woken task ran `ns` after its sched_waking, in window `slot`.
+    pub fn note_latency_at(&mut self, ns: u64, slot: Slot) {
+        self.note_latency(ns);
+        let wd = windows::window_at(&mut self.windows, slot);
+        wd.latency_ns += ns;
+        wd.latencies += 1;
+    }
+
     pub fn note_latency(&mut self, ns: u64) {
         self.latency_us.add(ns / 1000);
         self.latencies_ns.push(ns.min(u32::MAX as u64) as u32);
@@ -76,8 +96,10 @@ impl Observed {
         self.search_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 
-    /// Computes the percentiles once the trace is read.
-    pub fn finish(&mut self, pending: u64) {
+    /// Computes the percentiles once the trace is read, `pending` wakeups never having
+    /// run, and regroups the windows into `n`.
+    pub fn finish(&mut self, pending: u64, n: usize) {
+        self.windows = windows::regroup(std::mem::take(&mut self.windows), n);
         self.never_ran = pending;
         self.latency = Percentiles::of(&mut self.latencies_ns);
         self.latencies_ns = Vec::new();

@@ -19,8 +19,16 @@
 //! `cas_static` is the review's alternative (Peter Zijlstra): a fixed per-CPU cutoff
 //! instead of global state: low when capload < `cutoff` (default 768, ¾ of capacity).
 
-use super::sis_prop::SisProp;
-use super::{Budget, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::sis_prop::{SisProp, DEFAULT_AVG_IDLE_NS};
+use super::{Budget, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(Cas::from_params(p, false))
+}
+
+pub fn build_static(p: &Params) -> Box<dyn Policy> {
+    Box::new(Cas::from_params(p, true))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "cas",
@@ -30,10 +38,11 @@ pub static INFO: PolicyInfo = PolicyInfo {
     params: &[
         ParamInfo {
             name: "threshold",
-            default: "820",
+            kind: ParamKind::Int { default: 820, min: 0, max: 1024 },
             doc: "share of online CPUs (of 1024) the not-low buckets must cover",
         },
-        ParamInfo { name: "hz", default: "250", doc: "CONFIG_HZ, for LOAD_FREQ and SIS_PROP aging" },
+        ParamInfo { name: "hz",
+            kind: ParamKind::Int { default: 250, min: 100, max: 1000 }, doc: "CONFIG_HZ, for LOAD_FREQ and SIS_PROP aging" },
     ],
     replayable: true,
 };
@@ -46,12 +55,20 @@ pub static STATIC_INFO: PolicyInfo = PolicyInfo {
     params: &[
         ParamInfo {
             name: "cutoff",
-            default: "768",
+            kind: ParamKind::Int {
+                default: 768,
+                min: 0,
+                max: 1024,
+            },
             doc: "capload (of 1024) below which a CPU is low",
         },
         ParamInfo {
             name: "hz",
-            default: "250",
+            kind: ParamKind::Int {
+                default: 250,
+                min: 100,
+                max: 1000,
+            },
             doc: "CONFIG_HZ, for SIS_PROP aging",
         },
     ],
@@ -99,26 +116,21 @@ pub struct Cas {
 }
 
 impl Cas {
-    pub fn new(p: &Params, is_static: bool) -> Result<Cas, ParamError> {
-        let hz: u64 = p.get("hz", 100..=1000)?;
-        let prop = Params::parse(&super::sis_prop::INFO, &format!("hz={hz}"))?;
-        Ok(Cas {
-            cutoff: if is_static {
-                Some(p.get("cutoff", 0..=1024)?)
-            } else {
-                None
-            },
+    pub fn from_params(p: &Params, is_static: bool) -> Cas {
+        let hz = p.int("hz");
+        Cas {
+            cutoff: is_static.then(|| p.int("cutoff") as u32),
             thrs_pct: if is_static {
                 820
             } else {
-                p.get("threshold", 0..=1024)?
+                p.int("threshold") as u32
             },
             load_freq_ns: (5 * hz + 1) * 1_000_000_000 / hz,
             next_update_ns: 0,
             // init_capacity_buckets puts every CPU at capload 1023: nothing is low.
             threshold: 0,
-            search: SisProp::new(&prop)?,
-        })
+            search: SisProp::new(hz, DEFAULT_AVG_IDLE_NS),
+        }
     }
 
     /// The percentile threshold now in force (cas).
@@ -190,14 +202,14 @@ mod tests {
         assert_eq!(capload(1024, 1024), 1023);
         assert_eq!(capload(512, 1024), 512);
         assert_eq!(capload(700, 1000), 716);
-        let p = Cas::new(&Params::parse(&STATIC_INFO, "").unwrap(), true).unwrap();
+        let p = Cas::from_params(&Params::parse(&STATIC_INFO, "").unwrap(), true);
         assert!(!p.accepts(0, 767));
         assert!(p.accepts(0, 768));
     }
 
     #[test]
     fn percentile_threshold_is_refreshed_every_load_freq() {
-        let mut p = Cas::new(&Params::parse(&INFO, "hz=1000").unwrap(), false).unwrap();
+        let mut p = Cas::from_params(&Params::parse(&INFO, "hz=1000").unwrap(), false);
         let mut loads = vec![1023u32; 8];
         loads[0] = 300;
         loads[1] = 310;

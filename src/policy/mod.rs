@@ -4,14 +4,12 @@
 //! A policy decides how far `select_idle_cpu` may scan (its [`Budget`]) from what it has
 //! seen of the machine ([`LlcBalance`] snapshots at periodic load balance, idle-time
 //! estimates at scan time), and may refuse idle CPUs it considers too weak (CAS). The
-//! select_idle_sibling walk they all share is in `sis.rs`.
+//! select_idle_sibling walk they all share is in `wakeup::sis`.
 
-pub mod affine;
 pub mod cas;
 pub mod newidle_llc;
 pub mod no_limit;
 pub mod params;
-pub mod sis;
 pub mod sis_prop;
 pub mod sis_util;
 pub mod sis_util_idle_hint;
@@ -20,7 +18,7 @@ pub mod sis_util_v3;
 
 use serde::Serialize;
 
-pub use params::{ParamError, Params};
+pub use params::{ParamError, ParamInfo, ParamKind, Params};
 
 /// How many CPUs `select_idle_cpu` may examine in idle-CPU mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,13 +81,6 @@ pub struct PolicyInfo {
     pub replayable: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ParamInfo {
-    pub name: &'static str,
-    pub default: &'static str,
-    pub doc: &'static str,
-}
-
 /// One idle-search policy, with its state.
 /// How far newidle balance may look for a task to pull (seed 002 restricts it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,26 +124,82 @@ pub trait Policy: Send {
     }
 }
 
-/// The policies, in the order `sisreplay policies` lists them.
-pub fn registry() -> Vec<&'static PolicyInfo> {
-    vec![
-        &sis_prop::INFO,
-        &sis_util::INFO,
-        &sis_util_v3::INFO,
-        &no_limit::INFO,
-        &cas::INFO,
-        &cas::STATIC_INFO,
-        &sis_util_idle_hint::INFO,
-        &sis_util_small_llc::INFO,
-        &newidle_llc::INFO,
-    ]
+/// One line of the registry: a policy's description, how to build it, and the sched
+/// features a stock kernel runs it under.
+pub struct Entry {
+    pub info: &'static PolicyInfo,
+    /// Builds the policy from parameters already checked against `info`.
+    pub build: fn(&Params) -> Box<dyn Policy>,
+    /// The debugfs sched/features words that select this policy on v6.0–v6.6 kernels, or
+    /// None when no stock kernel runs it.
+    pub features: Option<&'static str>,
+}
+
+/// The policies, in the order `sisreplay policies` lists them. Adding a policy is a file
+/// in this folder and a line here.
+pub static REGISTRY: &[Entry] = &[
+    Entry {
+        info: &sis_prop::INFO,
+        build: sis_prop::build,
+        features: Some("SIS_PROP NO_SIS_UTIL"),
+    },
+    Entry {
+        info: &sis_util::INFO,
+        build: sis_util::build,
+        features: Some("NO_SIS_PROP SIS_UTIL"),
+    },
+    Entry {
+        info: &sis_util_v3::INFO,
+        build: sis_util_v3::build,
+        features: None,
+    },
+    Entry {
+        info: &no_limit::INFO,
+        build: no_limit::build,
+        features: Some("NO_SIS_PROP NO_SIS_UTIL"),
+    },
+    Entry {
+        info: &cas::INFO,
+        build: cas::build,
+        features: None,
+    },
+    Entry {
+        info: &cas::STATIC_INFO,
+        build: cas::build_static,
+        features: None,
+    },
+    Entry {
+        info: &sis_util_idle_hint::INFO,
+        build: sis_util_idle_hint::build,
+        features: None,
+    },
+    Entry {
+        info: &sis_util_small_llc::INFO,
+        build: sis_util_small_llc::build,
+        features: None,
+    },
+    Entry {
+        info: &newidle_llc::INFO,
+        build: newidle_llc::build,
+        features: None,
+    },
+];
+
+/// The policies' descriptions, in the registry's order.
+pub fn registry() -> impl Iterator<Item = &'static PolicyInfo> {
+    REGISTRY.iter().map(|e| e.info)
+}
+
+/// Finds a policy's entry by name or alias.
+pub fn entry(name: &str) -> Option<&'static Entry> {
+    REGISTRY
+        .iter()
+        .find(|e| e.info.name == name || e.info.aliases.contains(&name))
 }
 
 /// Finds a policy by name or alias.
 pub fn lookup(name: &str) -> Option<&'static PolicyInfo> {
-    registry()
-        .into_iter()
-        .find(|i| i.name == name || i.aliases.contains(&name))
+    entry(name).map(|e| e.info)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -165,23 +212,93 @@ pub enum PolicyError {
     NotReplayable(String),
 }
 
+/// A policy as named on the command line, `name[:key=value[:key=value...]]`, checked
+/// once: the name is in the registry and every parameter is declared and in range.
+#[derive(Debug, Clone)]
+pub struct PolicySpec {
+    /// The text as given: results are keyed by it.
+    text: String,
+    entry: &'static Entry,
+    params: Params,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("info", &self.info.name)
+            .finish()
+    }
+}
+
+impl PolicySpec {
+    pub fn parse(text: &str) -> Result<PolicySpec, PolicyError> {
+        let (name, rest) = text.split_once(':').unwrap_or((text, ""));
+        let entry = entry(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
+        Ok(PolicySpec {
+            text: text.to_string(),
+            entry,
+            params: Params::parse(entry.info, rest)?,
+        })
+    }
+
+    pub fn info(&self) -> &'static PolicyInfo {
+        self.entry.info
+    }
+
+    /// The sched features a stock kernel runs this policy under, if any.
+    pub fn features(&self) -> Option<&'static str> {
+        self.entry.features
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The spec as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// A fresh policy, with no state yet.
+    pub fn build(&self) -> Box<dyn Policy> {
+        (self.entry.build)(&self.params)
+    }
+}
+
+impl std::fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::str::FromStr for PolicySpec {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<PolicySpec, PolicyError> {
+        PolicySpec::parse(s)
+    }
+}
+
 /// Builds a policy from `name[:key=value[:key=value...]]`, e.g. `sis_util:pct=117`.
 pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let info = lookup(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
-    let params = Params::parse(info, rest)?;
-    Ok(match info.name {
-        "sis_prop" => Box::new(sis_prop::SisProp::new(&params)?),
-        "sis_util" => Box::new(sis_util::SisUtil::new(&params)?),
-        "sis_util_v3" => Box::new(sis_util_v3::SisUtilV3::new(&params)?),
-        "no_limit" => Box::new(no_limit::NoLimit),
-        "cas" => Box::new(cas::Cas::new(&params, false)?),
-        "cas_static" => Box::new(cas::Cas::new(&params, true)?),
-        "sis_util_idle_hint" => Box::new(sis_util_idle_hint::SisUtilIdleHint::new(&params)?),
-        "sis_util_small_llc" => Box::new(sis_util_small_llc::SisUtilSmallLlc::new(&params)?),
-        "newidle_llc" => Box::new(newidle_llc::NewidleLlc::new(&params)?),
-        other => return Err(PolicyError::Unknown(other.to_string())),
-    })
+    Ok(PolicySpec::parse(spec)?.build())
+}
+
+/// The policy a kernel ran, from its debugfs sched/features when they were read: the
+/// registry's policy all of whose feature words are set, where `NO_X` is set when the
+/// kernel lists it or has no feature X at all (v6.7 removed SIS_PROP). None when the
+/// features name none of the words (then the release decides).
+pub fn from_features(features: &str) -> Option<&'static PolicyInfo> {
+    let has = |word: &str| features.split_whitespace().any(|t| t == word);
+    let set = |word: &str| match word.strip_prefix("NO_") {
+        Some(x) => has(word) || !has(x),
+        None => has(word),
+    };
+    let named = |word: &str| has(word) || has(word.strip_prefix("NO_").unwrap_or(word));
+    REGISTRY
+        .iter()
+        .filter_map(|e| Some((e.info, e.features?)))
+        .find(|(_, f)| f.split_whitespace().any(named) && f.split_whitespace().all(set))
+        .map(|(info, _)| info)
 }
 
 /// One row of a budget curve.

@@ -7,9 +7,12 @@
 
 use super::sis_util::SisUtil;
 use super::{
-    Budget, LlcBalance, NewidleReach, ParamError, ParamInfo, Params, Policy, PolicyInfo,
-    ScanContext,
+    Budget, LlcBalance, NewidleReach, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext,
 };
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(NewidleLlc::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "newidle_llc",
@@ -18,7 +21,10 @@ pub static INFO: PolicyInfo = PolicyInfo {
     summary: "newidle balance skips NUMA domains (or everything above the LLC); simulation only",
     params: &[ParamInfo {
         name: "stop_above",
-        default: "numa",
+        kind: ParamKind::Choice {
+            default: "numa",
+            options: &["numa", "llc"],
+        },
         doc: "numa: skip SD_NUMA domains (the patch's code); llc: skip all above the LLC",
     }],
     replayable: false,
@@ -37,24 +43,14 @@ pub struct NewidleLlc {
 }
 
 impl NewidleLlc {
-    pub fn new(p: &Params) -> Result<NewidleLlc, ParamError> {
-        let stop_above = match p.in_force().get("stop_above").map(String::as_str) {
-            Some("llc") => StopAbove::Llc,
-            Some("numa") | None => StopAbove::Numa,
-            Some(other) => {
-                return Err(ParamError::Bad {
-                    policy: INFO.name,
-                    key: "stop_above".into(),
-                    value: other.into(),
-                    why: "expected numa or llc".into(),
-                })
-            }
-        };
-        let defaults = Params::parse(&super::sis_util::INFO, "")?;
-        Ok(NewidleLlc {
-            stop_above,
-            search: SisUtil::new(&defaults)?,
-        })
+    pub fn from_params(p: &Params) -> NewidleLlc {
+        NewidleLlc {
+            stop_above: match p.choice("stop_above") {
+                "llc" => StopAbove::Llc,
+                _ => StopAbove::Numa,
+            },
+            search: SisUtil::new(super::sis_util::DEFAULT_PCT),
+        }
     }
 }
 

@@ -1,7 +1,11 @@
 //! Neither SIS_PROP nor SIS_UTIL (`NO_SIS_PROP NO_SIS_UTIL` on v6.0–v6.6, `NO_SIS_UTIL`
 //! from v6.7): select_idle_cpu's budget stays INT_MAX and the whole LLC is scanned.
 
-use super::{Budget, ParamInfo, Policy, PolicyInfo, ScanContext};
+use super::{Budget, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+
+pub fn build(_: &Params) -> Box<dyn Policy> {
+    Box::new(NoLimit)
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "no_limit",

@@ -1,6 +1,11 @@
-//! Policy parameters as given on the command line: `name:key=value[:key=value...]`.
+//! Policy parameters: each policy declares its parameters (name, type, range, default) in
+//! its [`PolicyInfo`](super::PolicyInfo); text given on the command line
+//! (`name:key=value[:key=value...]`) is checked against that declaration once, when the
+//! spec is parsed, so a policy is built from values known to be in range.
 
 use std::collections::BTreeMap;
+
+use serde::Serialize;
 
 use super::PolicyInfo;
 
@@ -23,20 +28,98 @@ pub enum ParamError {
     Syntax(String, &'static str),
 }
 
-/// Parameter values for one policy, defaults filled in.
+/// What values a parameter takes, and its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    /// An integer in `min..=max`.
+    Int { default: u64, min: u64, max: u64 },
+    /// One of the words in `options`.
+    Choice {
+        default: &'static str,
+        options: &'static [&'static str],
+    },
+}
+
+/// One parameter a policy declares.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParamInfo {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub doc: &'static str,
+}
+
+impl ParamInfo {
+    /// The default as it is written on the command line.
+    pub fn default_text(&self) -> String {
+        match self.kind {
+            ParamKind::Int { default, .. } => default.to_string(),
+            ParamKind::Choice { default, .. } => default.to_string(),
+        }
+    }
+
+    /// Checks `text` against the declaration.
+    fn value(&self, policy: &'static str, text: &str) -> Result<Value, ParamError> {
+        let bad = |why: String| ParamError::Bad {
+            policy,
+            key: self.name.to_string(),
+            value: text.to_string(),
+            why,
+        };
+        match self.kind {
+            ParamKind::Int { min, max, .. } => {
+                let n: u64 = text.parse().map_err(|_| bad("not a number".into()))?;
+                if !(min..=max).contains(&n) {
+                    return Err(bad(format!("must be within {min}..={max}")));
+                }
+                Ok(Value::Int(n))
+            }
+            ParamKind::Choice { options, .. } => options
+                .iter()
+                .find(|o| **o == text)
+                .map(|o| Value::Choice(o))
+                .ok_or_else(|| bad(format!("expected {}", options.join(" or ")))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Value {
+    Int(u64),
+    Choice(&'static str),
+}
+
+/// Parameter values for one policy, defaults filled in, each checked against its
+/// declaration.
 #[derive(Debug, Clone)]
 pub struct Params {
     policy: &'static str,
-    values: BTreeMap<&'static str, String>,
+    values: BTreeMap<&'static str, Value>,
 }
 
 impl Params {
-    pub fn parse(info: &'static PolicyInfo, text: &str) -> Result<Params, ParamError> {
-        let mut values: BTreeMap<&'static str, String> = info
+    /// Every parameter at its default.
+    pub fn defaults(info: &'static PolicyInfo) -> Params {
+        let values = info
             .params
             .iter()
-            .map(|p| (p.name, p.default.to_string()))
+            .map(|p| {
+                let v = match p.kind {
+                    ParamKind::Int { default, .. } => Value::Int(default),
+                    ParamKind::Choice { default, .. } => Value::Choice(default),
+                };
+                (p.name, v)
+            })
             .collect();
+        Params {
+            policy: info.name,
+            values,
+        }
+    }
+
+    /// `key=value[:key=value...]` over the defaults.
+    pub fn parse(info: &'static PolicyInfo, text: &str) -> Result<Params, ParamError> {
+        let mut params = Params::defaults(info);
         for part in text.split(':').filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
@@ -56,43 +139,40 @@ impl Params {
                     },
                 });
             };
-            values.insert(p.name, v.to_string());
+            params.values.insert(p.name, p.value(info.name, v)?);
         }
-        Ok(Params {
-            policy: info.name,
-            values,
-        })
+        Ok(params)
     }
 
-    /// A parameter as a number in `range`.
-    pub fn get<T>(
-        &self,
-        key: &'static str,
-        range: std::ops::RangeInclusive<T>,
-    ) -> Result<T, ParamError>
-    where
-        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
-    {
-        let v = self.values.get(key).map(String::as_str).unwrap_or("");
-        let bad = |why: String| ParamError::Bad {
-            policy: self.policy,
-            key: key.to_string(),
-            value: v.to_string(),
-            why,
-        };
-        let n: T = v.parse().map_err(|_| bad("not a number".into()))?;
-        if !range.contains(&n) {
-            return Err(bad(format!(
-                "must be within {}..={}",
-                range.start(),
-                range.end()
-            )));
+    /// An integer parameter, within its declared range. Asking for one the policy does
+    /// not declare is a programming error (every policy is built at its defaults by the
+    /// registry's tests).
+    pub fn int(&self, key: &str) -> u64 {
+        match self.values.get(key) {
+            Some(Value::Int(n)) => *n,
+            _ => panic!("{}: no integer parameter {key:?} declared", self.policy),
         }
-        Ok(n)
+    }
+
+    /// A choice parameter: one of its declared words.
+    pub fn choice(&self, key: &str) -> &'static str {
+        match self.values.get(key) {
+            Some(Value::Choice(c)) => c,
+            _ => panic!("{}: no choice parameter {key:?} declared", self.policy),
+        }
     }
 
     /// The values in force, for reports.
-    pub fn in_force(&self) -> &BTreeMap<&'static str, String> {
-        &self.values
+    pub fn in_force(&self) -> BTreeMap<&'static str, String> {
+        self.values
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::Int(n) => n.to_string(),
+                    Value::Choice(c) => c.to_string(),
+                };
+                (*k, text)
+            })
+            .collect()
     }
 }

@@ -16,7 +16,14 @@
 
 use std::collections::HashMap;
 
-use super::{Budget, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{Budget, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+/// 2 · sysctl_sched_migration_cost: every rq's avg_idle at boot.
+pub const DEFAULT_AVG_IDLE_NS: u64 = 1_000_000;
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(SisProp::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_prop",
@@ -26,12 +33,20 @@ pub static INFO: PolicyInfo = PolicyInfo {
     params: &[
         ParamInfo {
             name: "hz",
-            default: "250",
+            kind: ParamKind::Int {
+                default: 250,
+                min: 100,
+                max: 1000,
+            },
             doc: "CONFIG_HZ: the aging halves the idle estimate once per jiffy",
         },
         ParamInfo {
             name: "avg_idle_ns",
-            default: "1000000",
+            kind: ParamKind::Int {
+                default: DEFAULT_AVG_IDLE_NS,
+                min: 0,
+                max: u64::MAX / 1024,
+            },
             doc: "initial avg_idle of every rq (2 × sched_migration_cost)",
         },
     ],
@@ -64,14 +79,18 @@ pub struct SisProp {
 }
 
 impl SisProp {
-    pub fn new(p: &Params) -> Result<SisProp, ParamError> {
-        let hz: u64 = p.get("hz", 100..=1000)?;
-        Ok(SisProp {
+    /// SIS_PROP at CONFIG_HZ `hz`, every rq's avg_idle starting at `initial_avg_idle`.
+    pub fn new(hz: u64, initial_avg_idle: u64) -> SisProp {
+        SisProp {
             jiffy_ns: 1_000_000_000 / hz,
-            initial_avg_idle: p.get("avg_idle_ns", 0..=u64::MAX / 1024)?,
+            initial_avg_idle,
             rqs: HashMap::new(),
             avg_scan_cost: HashMap::new(),
-        })
+        }
+    }
+
+    pub fn from_params(p: &Params) -> SisProp {
+        SisProp::new(p.int("hz"), p.int("avg_idle_ns"))
     }
 
     fn rq(&mut self, cpu: u32) -> &mut RqIdle {
@@ -142,7 +161,7 @@ mod tests {
 
     #[test]
     fn minimum_of_four_examines_three_cpus_and_aging_halves_per_jiffy() {
-        let mut p = SisProp::new(&Params::parse(&INFO, "hz=1000").unwrap()).unwrap();
+        let mut p = SisProp::from_params(&Params::parse(&INFO, "hz=1000").unwrap());
         let ctx = |now| ScanContext {
             llc: 0,
             llc_size: 16,

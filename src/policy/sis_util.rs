@@ -14,7 +14,14 @@
 
 use std::collections::HashMap;
 
-use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+/// The LLC domain's imbalance_pct (sd_init: 117 for MC).
+pub const DEFAULT_PCT: u64 = 117;
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(SisUtil::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util",
@@ -23,7 +30,11 @@ pub static INFO: PolicyInfo = PolicyInfo {
     summary: "scan budget from the LLC's summed utilisation at the last periodic balance",
     params: &[ParamInfo {
         name: "pct",
-        default: "117",
+        kind: ParamKind::Int {
+            default: DEFAULT_PCT,
+            min: 100,
+            max: 200,
+        },
         doc: "the LLC domain's imbalance_pct",
     }],
     replayable: true,
@@ -46,11 +57,16 @@ pub struct SisUtil {
 }
 
 impl SisUtil {
-    pub fn new(p: &Params) -> Result<SisUtil, ParamError> {
-        Ok(SisUtil {
-            pct: p.get("pct", 100..=200)?,
+    /// SIS_UTIL with the LLC domain's imbalance_pct `pct`.
+    pub fn new(pct: u64) -> SisUtil {
+        SisUtil {
+            pct,
             nr_idle_scan: HashMap::new(),
-        })
+        }
+    }
+
+    pub fn from_params(p: &Params) -> SisUtil {
+        SisUtil::new(p.int("pct"))
     }
 }
 
@@ -93,7 +109,7 @@ mod tests {
 
     #[test]
     fn starts_at_zero_until_a_balance() {
-        let mut p = SisUtil::new(&Params::parse(&INFO, "").unwrap()).unwrap();
+        let mut p = SisUtil::from_params(&Params::parse(&INFO, "").unwrap());
         let ctx = ScanContext {
             llc: 3,
             llc_size: 8,

@@ -8,7 +8,11 @@
 use std::collections::HashMap;
 
 use super::sis_util::nr_idle_scan;
-use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(SisUtilIdleHint::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_idle_hint",
@@ -18,12 +22,20 @@ pub static INFO: PolicyInfo = PolicyInfo {
     params: &[
         ParamInfo {
             name: "pct",
-            default: "117",
+            kind: ParamKind::Int {
+                default: super::sis_util::DEFAULT_PCT,
+                min: 100,
+                max: 200,
+            },
             doc: "the LLC domain's imbalance_pct",
         },
         ParamInfo {
             name: "min_pct",
-            default: "100",
+            kind: ParamKind::Int {
+                default: 100,
+                min: 0,
+                max: 100,
+            },
             doc: "share of the LLC always scanned after a balance that saw an idle CPU",
         },
     ],
@@ -37,12 +49,12 @@ pub struct SisUtilIdleHint {
 }
 
 impl SisUtilIdleHint {
-    pub fn new(p: &Params) -> Result<SisUtilIdleHint, ParamError> {
-        Ok(SisUtilIdleHint {
-            pct: p.get("pct", 100..=200)?,
-            min_pct: p.get("min_pct", 0..=100)?,
+    pub fn from_params(p: &Params) -> SisUtilIdleHint {
+        SisUtilIdleHint {
+            pct: p.int("pct"),
+            min_pct: p.int("min_pct") as u32,
             nr: HashMap::new(),
-        })
+        }
     }
 }
 
@@ -75,7 +87,7 @@ mod tests {
             idle_cpus: 1,
         };
         assert_eq!(nr_idle_scan(seen.sum_util, 8, 117), 0);
-        let mut p = SisUtilIdleHint::new(&Params::parse(&INFO, "").unwrap()).unwrap();
+        let mut p = SisUtilIdleHint::from_params(&Params::parse(&INFO, "").unwrap());
         p.on_llc_balance(0, &seen);
         assert_eq!(
             p.budget(&ScanContext {
@@ -84,7 +96,7 @@ mod tests {
             }),
             Budget::Cpus(8)
         );
-        let mut half = SisUtilIdleHint::new(&Params::parse(&INFO, "min_pct=50").unwrap()).unwrap();
+        let mut half = SisUtilIdleHint::from_params(&Params::parse(&INFO, "min_pct=50").unwrap());
         half.on_llc_balance(0, &seen);
         assert_eq!(
             half.budget(&ScanContext {

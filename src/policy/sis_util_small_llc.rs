@@ -4,7 +4,11 @@
 //! ones use merged SIS_UTIL. Not in any kernel.
 
 use super::sis_util::SisUtil;
-use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(SisUtilSmallLlc::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_small_llc",
@@ -14,12 +18,20 @@ pub static INFO: PolicyInfo = PolicyInfo {
     params: &[
         ParamInfo {
             name: "pct",
-            default: "117",
+            kind: ParamKind::Int {
+                default: super::sis_util::DEFAULT_PCT,
+                min: 100,
+                max: 200,
+            },
             doc: "the LLC domain's imbalance_pct",
         },
         ParamInfo {
             name: "max_llc",
-            default: "16",
+            kind: ParamKind::Int {
+                default: 16,
+                min: 0,
+                max: 4096,
+            },
             doc: "largest LLC that is always scanned whole",
         },
     ],
@@ -33,13 +45,11 @@ pub struct SisUtilSmallLlc {
 }
 
 impl SisUtilSmallLlc {
-    pub fn new(p: &Params) -> Result<SisUtilSmallLlc, ParamError> {
-        let pct: u64 = p.get("pct", 100..=200)?;
-        let util = Params::parse(&super::sis_util::INFO, &format!("pct={pct}"))?;
-        Ok(SisUtilSmallLlc {
-            max_llc: p.get("max_llc", 0..=4096)?,
-            large: SisUtil::new(&util)?,
-        })
+    pub fn from_params(p: &Params) -> SisUtilSmallLlc {
+        SisUtilSmallLlc {
+            max_llc: p.int("max_llc") as u32,
+            large: SisUtil::new(p.int("pct")),
+        }
     }
 }
 
@@ -64,7 +74,7 @@ mod tests {
 
     #[test]
     fn small_llcs_are_scanned_whole_even_when_busy() {
-        let mut p = SisUtilSmallLlc::new(&Params::parse(&INFO, "").unwrap()).unwrap();
+        let mut p = SisUtilSmallLlc::from_params(&Params::parse(&INFO, "").unwrap());
         p.on_llc_balance(
             0,
             &LlcBalance {

@@ -8,7 +8,11 @@
 
 use std::collections::HashMap;
 
-use super::{Budget, LlcBalance, ParamError, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
+use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+pub fn build(p: &Params) -> Box<dyn Policy> {
+    Box::new(SisUtilV3::from_params(p))
+}
 
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_v3",
@@ -17,7 +21,11 @@ pub static INFO: PolicyInfo = PolicyInfo {
     summary: "scan 100 − x²/72 % of the LLC, x the LLC's utilisation %; stop at 85 %",
     params: &[ParamInfo {
         name: "div",
-        default: "72",
+        kind: ParamKind::Int {
+            default: 72,
+            min: 1,
+            max: 10_000,
+        },
         doc: "the divisor of x²: 72 puts the stop at 85 %",
     }],
     replayable: true,
@@ -37,11 +45,11 @@ pub struct SisUtilV3 {
 }
 
 impl SisUtilV3 {
-    pub fn new(p: &Params) -> Result<SisUtilV3, ParamError> {
-        Ok(SisUtilV3 {
-            div: p.get("div", 1..=10_000)?,
+    pub fn from_params(p: &Params) -> SisUtilV3 {
+        SisUtilV3 {
+            div: p.int("div") as i64,
             nr_scan: HashMap::new(),
-        })
+        }
     }
 }
 

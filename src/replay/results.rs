@@ -2,7 +2,6 @@
 //! and the per-window counters of every policy as Parquet for notebooks, with the trace's
 //! own record as the rows of policy `(observed)`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 
 use super::ReplayResult;
+use crate::atomic;
 
 /// The policy column's value for the trace's own record.
 pub const OBSERVED: &str = "(observed)";
@@ -20,11 +20,8 @@ pub const OBSERVED: &str = "(observed)";
 pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
     let dir = bundle.join("results");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let json = dir.join("replay.json");
-    let tmp = dir.join(".replay.json.tmp");
     let text = serde_json::to_string_pretty(r).expect("serialises");
-    std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &json).map_err(|e| format!("{}: {e}", json.display()))?;
+    atomic::write(&dir.join("replay.json"), (text + "\n").as_bytes()).map_err(|e| e.to_string())?;
 
     let cols: [&str; 15] = [
         "window_start_ns",
@@ -88,12 +85,11 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
             .map(|v| Arc::new(UInt64Array::from(v)) as ArrayRef),
     );
     let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())?;
-    let pq = dir.join("replay-windows.parquet");
-    let tmp = dir.join(".replay-windows.parquet.tmp");
-    let f = File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    let mut w = ArrowWriter::try_new(f, schema, None).map_err(|e| e.to_string())?;
-    w.write(&batch).map_err(|e| e.to_string())?;
-    w.close().map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, &pq).map_err(|e| format!("{}: {e}", pq.display()))?;
+    atomic::write_with(&dir.join("replay-windows.parquet"), |f| {
+        let mut w = ArrowWriter::try_new(f, schema, None).map_err(std::io::Error::other)?;
+        w.write(&batch).map_err(std::io::Error::other)?;
+        w.close().map(drop).map_err(std::io::Error::other)
+    })
+    .map_err(|e| e.to_string())?;
     Ok(dir)
 }

@@ -151,11 +151,7 @@ pub fn build(
             .replay
             .take()
             .expect("compare keeps every trace's replay result");
-        let meta = if bundle::is_bundle(&s.path) {
-            Some(bundle::read_meta(&s.path)?)
-        } else {
-            None
-        };
+        let meta = crate::input::meta(&s.path)?;
         let start = replay
             .first_ts_ns
             .saturating_add(replay.duration_ns / 2)

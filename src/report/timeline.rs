@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::bundle::BundleError;
-use crate::trace::{self, EventKind};
+use crate::trace::EventKind;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timeline {
@@ -37,7 +37,7 @@ pub fn read(
     span_ns: u64,
     nr_cpus: u32,
 ) -> Result<Timeline, BundleError> {
-    let mut src = trace::open(path)?;
+    let mut src = crate::input::open(path)?.source;
     let end = start_ns.saturating_add(span_ns);
     let n = nr_cpus as usize;
     // Per CPU: whether busy, and since when (clipped to the window).

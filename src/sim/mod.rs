@@ -16,9 +16,6 @@
 //! replay uses (select_task_rq_fair's target, then select_idle_sibling), and the events
 //! make a bundle every other command reads.
 
-pub mod rerun;
-pub mod steps;
-
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -26,14 +23,14 @@ use serde::Serialize;
 
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
-use crate::policy::sis::{select_idle_sibling, SisCounters, TimeModel};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
-use crate::replay::balance::Balancer;
-use crate::replay::select::{choose_target, note_recent_used, Waking};
 use crate::state::{Change, Machine, Topo};
 use crate::synth::{Start, Step, Workload};
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind, Wake};
+use crate::wakeup::balance::Balancer;
+use crate::wakeup::sis::{select_idle_sibling, SisCounters, TimeModel};
+use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
 const MS: u64 = 1_000_000;
 /// The normalized CFS tunables, before get_update_sysctl_factor's scaling.
@@ -883,7 +880,7 @@ impl Sim {
             r.counters.add(&d.counters);
             r.search_ns_total += d.search_ns;
             r.wakeups += 1;
-            crate::replay::place(&mut r.placements, &self.m.topo, prev, d.cpu);
+            r.placements.count(&self.m.topo, prev, d.cpu);
             // The search runs on the waker's CPU, in its time.
             if let Some((w, _, _)) = by {
                 self.tasks[w].debt += d.search_ns;
@@ -965,7 +962,7 @@ impl Sim {
             .rposition(|&t| self.can_migrate(t, now))?;
         let t = self.cpus[from as usize].rq.remove(i);
         self.migrate(t, from, to, now, to, 0);
-        crate::replay::place(&mut self.result.balance_migrations, &self.m.topo, from, to);
+        self.result.balance_migrations.count(&self.m.topo, from, to);
         Some(t)
     }
 

@@ -23,18 +23,14 @@ pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use std::io::Read;
 use std::path::Path;
 
-/// Opens any supported input by looking at its first bytes: a bundle directory,
-/// trace.dat, perf.data, or one of the text forms.
-pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bundle::BundleError> {
-    if crate::bundle::is_bundle(path) {
-        return Ok(Box::new(crate::bundle::Bundle::open(path)?));
-    }
+/// Opens a trace file by looking at its first bytes: trace.dat, perf.data, or one of
+/// the text forms. (Bundles are opened by `input::open`.)
+pub fn open(path: &Path) -> Result<Box<dyn EventSource>> {
     if path.is_dir() {
         return Err(TraceError::Unsupported {
             path: path.into(),
             what: "a directory without meta.json is not a bundle".into(),
-        }
-        .into());
+        });
     }
     let mut head = [0u8; 10];
     let n = std::fs::File::open(path)
@@ -46,8 +42,7 @@ pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bun
             path,
             Position::Offset(0),
             "empty file, expected trace.dat, perf.data or trace text",
-        )
-        .into());
+        ));
     }
     if tracedat::MAGIC.starts_with(head) || head.starts_with(&tracedat::MAGIC[..3]) {
         return Ok(Box::new(tracedat::TraceDat::open(path)?));
@@ -66,6 +61,5 @@ pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bun
         Position::Offset(0),
         "unrecognised format: expected the trace.dat magic \\x17\\x08Dtracing, the perf.data \
          magic PERFILE2, or trace text",
-    )
-    .into())
+    ))
 }

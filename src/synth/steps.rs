@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{Sim, SimOptions, SimResult};
 use crate::bundle::{self, ImportOptions};
+use crate::sim::{Sim, SimOptions, SimResult};
 use crate::synth;
 use crate::topology::Topology;
 use crate::trace::stream::VecSource;
@@ -68,7 +68,7 @@ pub struct SynthOptions {
     pub topology: Topology,
     pub workload: String,
     pub steps: Vec<LoadStep>,
-    pub policies: Vec<String>,
+    pub policies: Vec<crate::policy::PolicySpec>,
     pub warmup_ns: u64,
     pub duration_ns: u64,
     /// Bundles go here, one per step and policy; None writes none.
@@ -90,12 +90,7 @@ pub struct StepResult {
 /// The sched features a kernel running this policy would show, so replay of the bundle
 /// takes the simulated policy as the kernel's.
 pub fn features_of(policy: &str) -> Option<&'static str> {
-    match policy {
-        "sis_util" => Some("NO_SIS_PROP SIS_UTIL"),
-        "sis_prop" | "vanilla" => Some("SIS_PROP NO_SIS_UTIL"),
-        "no_limit" => Some("NO_SIS_PROP NO_SIS_UTIL"),
-        _ => None,
-    }
+    crate::policy::entry(policy).and_then(|e| e.features)
 }
 
 fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, String> {
@@ -177,22 +172,20 @@ pub fn write_bundle(
         },
     )
     .map_err(|e| e.to_string())?;
-    let results = dest.join("results");
-    std::fs::create_dir_all(&results).map_err(|e| format!("{}: {e}", results.display()))?;
     let text = serde_json::to_string_pretty(result).expect("serialises");
-    let p = results.join("sim.json");
-    std::fs::write(&p, text + "\n").map_err(|e| format!("{}: {e}", p.display()))
+    crate::atomic::write(&dest.join("results/sim.json"), (text + "\n").as_bytes())
+        .map_err(|e| e.to_string())
 }
 
 /// Runs every (step, policy) pair over `jobs` threads; results in step, then policy
 /// order, whatever order they finish in.
 pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
-    let work: Vec<(&LoadStep, &String)> = o
+    let work: Vec<(&LoadStep, &str)> = o
         .steps
         .iter()
-        .flat_map(|s| o.policies.iter().map(move |p| (s, p)))
+        .flat_map(|s| o.policies.iter().map(move |p| (s, p.as_str())))
         .collect();
-    super::par_map(&work, o.jobs, |(step, policy)| one(o, step, policy))
+    crate::sim::par_map(&work, o.jobs, |(step, policy)| one(o, step, policy))
         .into_iter()
         .collect()
 }

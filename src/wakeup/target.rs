@@ -4,9 +4,9 @@
 //! wakee's recent_used_cpu. Shared by decision replay and the simulator, so both place
 //! wakeups through the same code.
 
-use crate::policy::affine::{self, wake_wide, Affine, IdleView, WeightView};
-use crate::policy::sis::Wakee;
 use crate::state::Machine;
+use crate::wakeup::affine::{self, wake_wide, Affine, IdleView, WeightView};
+use crate::wakeup::sis::Wakee;
 
 /// One wakeup as select_task_rq_fair is called for it.
 #[derive(Debug, Clone, Copy)]

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{par_map, Sim, SimOptions, SimResult};
 use crate::bundle::Bundle;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
+use crate::sim::{par_map, Sim, SimOptions, SimResult};
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -81,12 +81,9 @@ impl RunStats {
                 EventKind::Wakeup(_) => s.wakeups += 1,
                 EventKind::Migrate {
                     orig_cpu, dest_cpu, ..
-                } => crate::replay::place(
-                    &mut s.migrations,
-                    topo,
-                    (*orig_cpu).max(0) as u32,
-                    (*dest_cpu).max(0) as u32,
-                ),
+                } => s
+                    .migrations
+                    .count(topo, (*orig_cpu).max(0) as u32, (*dest_cpu).max(0) as u32),
                 _ => {}
             }
         }
@@ -186,7 +183,7 @@ pub struct Rerun {
 
 pub struct RerunOptions {
     pub bundle: PathBuf,
-    pub policies: Vec<String>,
+    pub policies: Vec<crate::policy::PolicySpec>,
     /// Bundles of the re-runs go here, one per policy; None writes none.
     pub out_dir: Option<PathBuf>,
     pub jobs: usize,
@@ -211,10 +208,15 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
     let trace = RunStats::of(&events, &topo);
     drop(events);
     let mut policies = vec![traced_policy.clone()];
-    policies.extend(o.policies.iter().filter(|p| **p != traced_policy).cloned());
+    policies.extend(
+        o.policies
+            .iter()
+            .map(|p| p.to_string())
+            .filter(|p| *p != traced_policy),
+    );
     // Measured, not assumed: this machine's idle CPUs take this long to start a task.
     let wake_ipi_ns = match trace.remote_idle_latency.p50 {
-        0 => super::DEFAULT_WAKE_IPI_NS,
+        0 => crate::sim::DEFAULT_WAKE_IPI_NS,
         ns => ns,
     };
     // Room for a slower re-run; the run ends earlier when every task has.
@@ -238,10 +240,10 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
                 let dest = dir.join(format!("sim-{name}-{}", policy.replace([':', '='], "_")));
                 let capture = serde_json::json!({
                     "simulate": {"bundle": o.bundle, "policy": policy},
-                    "sched_debug": {"features": super::steps::features_of(policy)
+                    "sched_debug": {"features": crate::synth::steps::features_of(policy)
                         .unwrap_or("unreadable: simulated")},
                 });
-                super::steps::write_bundle(&dest, &topology, events, capture, &result)?;
+                crate::synth::steps::write_bundle(&dest, &topology, events, capture, &result)?;
                 Some(dest)
             }
         };

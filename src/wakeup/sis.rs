@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{Budget, Policy, ScanContext};
+use crate::policy::{Budget, Policy, ScanContext};
 use crate::state::Machine;
 
 /// Which step decided, as the decisions CSV names them.

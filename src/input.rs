@@ -1,0 +1,39 @@
+//! What a command is pointed at: a bundle directory or a trace file in any supported
+//! format, opened as one event stream together with what is known about it. Readers of
+//! trace files (`trace/`) know nothing of bundles; this is where the two meet.
+
+use std::path::Path;
+
+use crate::bundle::{self, Bundle, BundleError, Meta};
+use crate::trace::{self, EventSource};
+
+/// An opened input: its events, and its metadata when it is a bundle.
+pub struct Input {
+    pub source: Box<dyn EventSource>,
+    pub meta: Option<Meta>,
+}
+
+/// Opens a bundle, or a trace file by its first bytes (trace.dat, perf.data, text).
+pub fn open(path: &Path) -> Result<Input, BundleError> {
+    if bundle::is_bundle(path) {
+        let b = Bundle::open(path)?;
+        let meta = Some(b.meta.clone());
+        return Ok(Input {
+            source: Box::new(b),
+            meta,
+        });
+    }
+    Ok(Input {
+        source: trace::open(path)?,
+        meta: None,
+    })
+}
+
+/// The metadata of a bundle; None for a trace file.
+pub fn meta(path: &Path) -> Result<Option<Meta>, BundleError> {
+    if bundle::is_bundle(path) {
+        Ok(Some(bundle::read_meta(path)?))
+    } else {
+        Ok(None)
+    }
+}

@@ -1,0 +1,383 @@
+//! Decision replay as a state machine fed one event at a time. Each event waits in the
+//! lookahead until what follows it within the horizon is in (its outcome), is then
+//! replayed (a sched_waking: every policy decides on the machine as the trace left it),
+//! and finally applied to the machine state.
+
+use std::collections::HashMap;
+
+use super::lookahead::{Lookahead, Outcome, Selection};
+use super::observer::DecisionObserver;
+use super::{ReplayError, ReplayOptions, ReplayResult, Skipped};
+use crate::metrics::calibration::Samples;
+use crate::metrics::observed::Observed;
+use crate::metrics::windows::{self, Slot, WindowClock};
+use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed};
+use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::state::machine::TaskState;
+use crate::state::{Change, Machine, Topo};
+use crate::trace::{Event, EventKind, Wake};
+use crate::wakeup::balance::Balancer;
+use crate::wakeup::sis::{select_idle_sibling, TimeModel};
+use crate::wakeup::target::{choose_target, note_recent_used, Waking};
+
+/// wake_flags bits (kernel/sched/sched.h, unchanged since v5.13).
+const WF_SYNC: u32 = 0x10;
+
+/// What a replay is of: the machine, the kernel that was traced, and the policies.
+pub struct Setup {
+    pub topo: Topo,
+    pub kernel_release: Option<String>,
+    /// The traced kernel's policy, whose choices are compared with the recorded ones.
+    pub as_kernel: String,
+    /// The policies replayed, the traced kernel's among them when asked for.
+    pub specs: Vec<PolicySpec>,
+    pub topology_assumed: bool,
+    /// The trace is known to carry the select_task_rq_fair probes.
+    pub probes: bool,
+}
+
+/// One policy being replayed, with its counts.
+struct Arm {
+    spec: PolicySpec,
+    policy: Box<dyn Policy>,
+    metrics: PolicyMetrics,
+    /// When each rq lock was last taken (rq-lock collisions).
+    last_lock: HashMap<u32, u64>,
+}
+
+/// Counts of the whole replay, policy-independent.
+#[derive(Default)]
+struct Tally {
+    wakings: u64,
+    replayed: u64,
+    ipi_wakeups: u64,
+    skipped: Skipped,
+    probed_selections: u64,
+}
+
+/// Replays events pushed one at a time.
+pub struct Replayer<'o> {
+    time: TimeModel,
+    lock_hold_ns: u64,
+    delayed_dequeue_ns: Option<u64>,
+    windows: usize,
+    setup_release: Option<String>,
+    as_kernel: String,
+    topology_assumed: bool,
+    machine: Machine,
+    balancer: Balancer,
+    arms: Vec<Arm>,
+    lookahead: Lookahead,
+    clock: WindowClock,
+    observed: Observed,
+    tally: Tally,
+    fit: Samples,
+    /// Set once a probe event is seen: from then on a waking without one selected nothing.
+    probes: bool,
+    /// Replayed wakeups whose task has not run since: pid → sched_waking time.
+    woken_at: HashMap<i32, u64>,
+    first_seen: Option<u64>,
+    last_seen: u64,
+    observers: Vec<&'o mut dyn DecisionObserver>,
+}
+
+impl<'o> Replayer<'o> {
+    /// A replay of `setup` on a machine state rebuilt from the events it will be given.
+    pub fn new(
+        setup: Setup,
+        opts: &ReplayOptions,
+        observers: Vec<&'o mut dyn DecisionObserver>,
+    ) -> Result<Replayer<'o>, ReplayError> {
+        let mut arms = Vec::new();
+        for s in setup.specs {
+            if !s.info().replayable {
+                return Err(PolicyError::NotReplayable(s.to_string()).into());
+            }
+            let mut metrics = PolicyMetrics::new(s.as_str());
+            if s.as_str() == setup.as_kernel {
+                metrics.fidelity = Some(Fidelity::default());
+            }
+            arms.push(Arm {
+                policy: s.build(),
+                spec: s,
+                metrics,
+                last_lock: HashMap::new(),
+            });
+        }
+        let machine = Machine::new(setup.topo);
+        Ok(Replayer {
+            time: opts.time,
+            lock_hold_ns: opts.lock_hold_ns,
+            delayed_dequeue_ns: opts.delayed_dequeue_ns,
+            windows: opts.windows.max(1) as usize,
+            setup_release: setup.kernel_release,
+            as_kernel: setup.as_kernel,
+            topology_assumed: setup.topology_assumed,
+            balancer: Balancer::new(&machine),
+            machine,
+            arms,
+            lookahead: Lookahead::new(opts.lookahead_ns),
+            clock: WindowClock::default(),
+            observed: Observed::default(),
+            tally: Tally::default(),
+            fit: Samples::default(),
+            probes: setup.probes,
+            woken_at: HashMap::new(),
+            first_seen: None,
+            last_seen: 0,
+            observers,
+        })
+    }
+
+    /// Takes the next events of the trace (time order), and replays those whose horizon
+    /// they complete.
+    pub fn push(&mut self, events: impl IntoIterator<Item = Event>) -> Result<(), ReplayError> {
+        for e in events {
+            self.probes = self.probes || matches!(e.kind, EventKind::SelectEnter { .. });
+            self.lookahead.push(e);
+        }
+        while self.lookahead.ready() {
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    /// Replays what is left and returns the result.
+    pub fn finish(mut self) -> Result<ReplayResult, ReplayError> {
+        while self.step()? {}
+        for o in self.observers.iter_mut() {
+            o.finish()?;
+        }
+        let first = self.first_seen.unwrap_or(0);
+        self.observed
+            .finish(self.woken_at.len() as u64, self.windows);
+        let mut policies = Vec::with_capacity(self.arms.len());
+        for mut a in self.arms {
+            a.metrics.finish(self.windows);
+            policies.push(a.metrics);
+        }
+        let topo = &self.machine.topo;
+        Ok(ReplayResult {
+            kernel_release: self.setup_release,
+            as_kernel: self.as_kernel,
+            nr_cpus: topo.nr_cpus,
+            llcs: topo.llc_cpus.len(),
+            topology_assumed: self.topology_assumed,
+            wakings: self.tally.wakings,
+            replayed: self.tally.replayed,
+            ipi_wakeups: self.tally.ipi_wakeups,
+            skipped: self.tally.skipped,
+            time_model: self.time,
+            lock_hold_ns: self.lock_hold_ns,
+            first_ts_ns: first,
+            duration_ns: self.last_seen.saturating_sub(first),
+            policies,
+            observed: self.observed,
+            explained: Vec::new(),
+            probed_selections: self.tally.probed_selections,
+            search_fit: self.fit.fit(),
+        })
+    }
+
+    /// Replays the front event; false when there is none.
+    fn step(&mut self) -> Result<bool, ReplayError> {
+        let Some(e) = self.lookahead.pop() else {
+            return Ok(false);
+        };
+        let now = e.ts;
+        self.first_seen.get_or_insert(now);
+        self.clock.start(now);
+        self.last_seen = now;
+        if self.balancer.due(now) {
+            let policies = self.arms.iter_mut().map(|a| &mut a.policy).collect();
+            self.balancer.tick(&mut self.machine, policies, now);
+        }
+        match &e.kind {
+            EventKind::Waking(w) => self.on_waking(&e, w)?,
+            EventKind::Switch { next_pid, .. } => {
+                if let Some(woken) = self.woken_at.remove(next_pid) {
+                    let slot = self.slot(now);
+                    self.observed
+                        .note_latency_at(now.saturating_sub(woken), slot);
+                }
+            }
+            EventKind::Migrate {
+                orig_cpu, dest_cpu, ..
+            } if *orig_cpu >= 0 && *dest_cpu >= 0 => {
+                self.observed.migrations.count(
+                    &self.machine.topo,
+                    *orig_cpu as u32,
+                    *dest_cpu as u32,
+                );
+            }
+            _ => {}
+        }
+        if let Change::AvgIdle { cpu, avg_idle } = self.machine.apply(&e) {
+            for a in self.arms.iter_mut() {
+                a.policy.on_avg_idle(cpu, avg_idle, now);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The fine window of `now`, every series halved if the windows had to double.
+    fn slot(&mut self, now: u64) -> Slot {
+        let (slot, doubled) = self.clock.slot(now);
+        for _ in 0..doubled {
+            for a in self.arms.iter_mut() {
+                windows::halve(&mut a.metrics.windows);
+            }
+            windows::halve(&mut self.observed.windows);
+        }
+        slot
+    }
+
+    /// Classifies a sched_waking: replayed, or skipped for the reason the trace gives.
+    fn on_waking(&mut self, e: &Event, w: &Wake) -> Result<(), ReplayError> {
+        self.tally.wakings += 1;
+        let now = e.ts;
+        let selection = if self.probes {
+            self.lookahead.selection(e.cpu)
+        } else {
+            None
+        };
+        // With probes, whether the kernel selected is known; without, it is inferred from
+        // the reconstructed state.
+        let (queued, delayed) = match (self.probes, &selection) {
+            (true, Some(_)) => (false, false),
+            (true, None) => (true, false),
+            (false, _) => (self.wakee_queued(w.pid), self.delayed_dequeue(w.pid, now)),
+        };
+        let pinned = !self.probes && TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
+        let skipped = &mut self.tally.skipped;
+        match (queued, self.lookahead.outcome(w.pid)) {
+            (true, _) if self.probes => skipped.no_selection += 1,
+            (false, Some(_)) if pinned => skipped.pinned += 1,
+            (true, _) => skipped.on_rq += 1,
+            (false, Some(_)) if delayed => skipped.delayed_dequeue += 1,
+            (false, None) => skipped.no_wakeup += 1,
+            (false, Some(out)) => self.replay_wakeup(e, w, out, selection)?,
+        }
+        Ok(())
+    }
+
+    /// The wakee is running or still queued: ttwu_runnable, no selection.
+    fn wakee_queued(&self, pid: i32) -> bool {
+        self.machine
+            .tasks
+            .get(&pid)
+            .is_some_and(|t| t.on_rq || t.running_on.is_some())
+    }
+
+    /// Taken as a delayed-dequeue wakeup (see ReplayOptions::delayed_dequeue_ns).
+    fn delayed_dequeue(&self, pid: i32, now: u64) -> bool {
+        self.delayed_dequeue_ns.is_some_and(|d| {
+            self.machine
+                .tasks
+                .get(&pid)
+                .and_then(|t| t.blocked_at)
+                .is_some_and(|b| now.saturating_sub(b) < d)
+        })
+    }
+
+    /// Every policy decides for one wakeup the kernel selected a CPU for.
+    fn replay_wakeup(
+        &mut self,
+        e: &Event,
+        w: &Wake,
+        out: Outcome,
+        selection: Option<Selection>,
+    ) -> Result<(), ReplayError> {
+        let (now, waker_cpu, pid) = (e.ts, e.cpu, w.pid);
+        self.tally.replayed += 1;
+        if let Some(sel) = &selection {
+            self.tally.probed_selections += 1;
+            if let Some(ns) = sel.duration_ns {
+                self.observed.note_search(ns);
+            }
+        }
+        let prev = w.target_cpu.max(0) as u32;
+        let waker = e.common_pid;
+        let in_task = waker != 0
+            && self
+                .machine
+                .cpus
+                .get(waker_cpu as usize)
+                .is_some_and(|c| c.irq_depth == 0);
+        // The sync flag is in no tracepoint: the probe records it; without one, a task
+        // waking from task context is taken as a sync wakeup (the pipe and socket paths of
+        // these loads).
+        let sync = selection.map_or(in_task, |s| s.wake_flags & WF_SYNC != 0);
+        let explain = self.observers.iter().any(|o| o.wants_steps(now));
+        let waking = Waking {
+            now,
+            waker_cpu,
+            waker,
+            wakee: pid,
+            prev,
+            sync,
+            in_task,
+        };
+        let chosen = choose_target(&mut self.machine, &waking, explain);
+        let wakee = chosen.wakee;
+        let ipi = out.recorded_on != waker_cpu;
+        self.tally.ipi_wakeups += ipi as u64;
+        let m = &self.machine;
+        let span_idle = m.topo.llc_span(wakee.target).iter().any(|&c| m.is_idle(c));
+        let slot = self.slot(now);
+        let topo = &self.machine.topo;
+        self.observed.note_wakeup(topo, prev, out.chosen, slot);
+        if self.woken_at.insert(pid, now).is_some() {
+            self.observed.rewoken += 1;
+        }
+        let replayed = Replayed {
+            now,
+            pid,
+            waker_cpu,
+            prev,
+            target: wakee.target,
+            recorded_cpu: out.chosen,
+            ipi,
+            affine_stage: chosen.stage,
+            span_idle,
+            slot,
+        };
+        let probe_ns = selection.and_then(|s| s.duration_ns);
+        for a in self.arms.iter_mut() {
+            let m = &self.machine;
+            let d = select_idle_sibling(
+                m,
+                a.policy.as_mut(),
+                &wakee,
+                &self.time,
+                &self.balancer.caploads,
+                explain,
+            );
+            let mut fx = Effects {
+                chosen_busy: !m.is_idle(d.cpu),
+                lock_collision: false,
+            };
+            if d.cpu != waker_cpu {
+                let last = a.last_lock.insert(d.cpu, now);
+                fx.lock_collision = last.is_some_and(|l| now.saturating_sub(l) < self.lock_hold_ns);
+            }
+            if let (Some(ns), true, true) =
+                (probe_ns, a.metrics.fidelity.is_some(), d.cpu == out.chosen)
+            {
+                self.fit.add(d.probed, ns);
+            }
+            a.metrics.record(&replayed, &d, &m.topo, fx);
+            for o in self.observers.iter_mut() {
+                o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
+            }
+        }
+        note_recent_used(&mut self.machine, pid, &wakee);
+        if ipi {
+            // Queued to the target by IPI: not idle to others until activated.
+            if let Some(c) = self.machine.cpus.get_mut(out.chosen as usize) {
+                c.pending += 1;
+            }
+        }
+        Ok(())
+    }
+}
