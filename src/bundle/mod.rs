@@ -318,6 +318,8 @@ pub struct Bundle {
     pub meta: Meta,
     info: SourceInfo,
     events: EventReader,
+    /// The last event's time: rows must not go back in time.
+    last_ts: u64,
 }
 
 pub fn is_bundle(path: &Path) -> bool {
@@ -334,6 +336,11 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
             format!("column {}: {e}", e.column()),
         ))
     })?;
+    // Per-CPU tables are sized by these: hold them to what a kernel can have.
+    crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus").map_err(|w| berr(&p, w))?;
+    if let Some(c) = meta.topology.cpus.iter().find(|c| c.cpu >= crate::trace::MAX_CPUS) {
+        return Err(berr(&p, format!("topology lists CPU {}, beyond the {} CPUs a kernel can have", c.cpu, crate::trace::MAX_CPUS)));
+    }
     if meta.schema_version != SCHEMA_VERSION {
         return Err(berr(
             &p,
@@ -364,6 +371,7 @@ impl Bundle {
             meta,
             info,
             events,
+            last_ts: 0,
         })
     }
 }
@@ -374,10 +382,32 @@ impl EventSource for Bundle {
     }
 
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        let p = self.dir.join(EVENTS_FILE);
-        self.events
-            .next_event()
-            .map_err(|m| TraceError::malformed(p, Position::Offset(0), m))
+        // Rows are checked as read: every consumer relies on time order and on the CPU
+        // count, and a bundle edited outside sisreplay may break either.
+        let row = self.events.row();
+        let bad = |what: String| {
+            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(row), what)
+        };
+        let e = self.events.next_event().map_err(|m| {
+            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(self.events.row()), m)
+        })?;
+        if let Some(e) = &e {
+            if e.cpu >= self.meta.nr_cpus {
+                return Err(bad(format!(
+                    "event on CPU {}, but meta.json says the trace has {} CPUs",
+                    e.cpu, self.meta.nr_cpus
+                )));
+            }
+            if e.ts < self.last_ts {
+                return Err(bad(format!(
+                    "ts_ns {} is before the previous row's {}: rows must be in time order \
+                     (sort by ts_ns, stably, before writing a bundle)",
+                    e.ts, self.last_ts
+                )));
+            }
+            self.last_ts = e.ts;
+        }
+        Ok(e)
     }
 
     fn stats(&self) -> ReadStats {
