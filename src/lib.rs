@@ -8,6 +8,7 @@ pub mod presets;
 pub mod replay;
 pub mod report;
 pub mod sim;
+pub mod stale;
 pub mod state;
 pub mod synth;
 pub mod topology;

@@ -345,6 +345,8 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// Exit code for bad input or usage, as documented.
 const EXIT_INPUT: u8 = 2;
+/// An import stopped by SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it).
+const EXIT_INTERRUPTED: u8 = 130;
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("sisreplay: {msg}");
@@ -401,9 +403,23 @@ fn import(args: ImportArgs) -> ExitCode {
             "--name {name:?}: a bundle name is one plain directory name"
         ));
     }
-    let mut src = match trace::open(&file) {
+    // SIGINT, SIGTERM and SIGHUP stop the import between batches, so that it unwinds
+    // and removes its temporary directory (what a SIGKILL leaves, the next import sweeps).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) =
+        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release))
+    {
+        return fail(format!("cannot install the signal handler: {e}"));
+    }
+    let src = match trace::open(&file) {
         Ok(s) => s,
         Err(e) => return fail(e),
+    };
+    let mut src = Interruptible {
+        inner: src,
+        stop: stop.clone(),
+        path: file.clone(),
     };
     let tty = std::io::stderr().is_terminal();
     let mut progress = |n: u64| {
@@ -413,7 +429,7 @@ fn import(args: ImportArgs) -> ExitCode {
     };
     let dest = traces.join(&name);
     let result = bundle::write_bundle(
-        src.as_mut(),
+        &mut src,
         &dest,
         ImportOptions {
             topology,
@@ -448,7 +464,50 @@ fn import(args: ImportArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Err(_) if stop.load(std::sync::atomic::Ordering::Acquire) => {
+            eprintln!(
+                "sisreplay: import interrupted by a signal; {} was not written",
+                dest.display()
+            );
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
         Err(e) => fail(e),
+    }
+}
+
+/// A source that fails once a termination signal has arrived.
+struct Interruptible {
+    inner: Box<dyn trace::EventSource>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    path: PathBuf,
+}
+
+impl Interruptible {
+    fn check(&self) -> trace::Result<()> {
+        if self.stop.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(trace::TraceError::io(
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by a signal"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl trace::EventSource for Interruptible {
+    fn info(&self) -> &trace::SourceInfo {
+        self.inner.info()
+    }
+    fn next_event(&mut self) -> trace::Result<Option<trace::Event>> {
+        self.check()?;
+        self.inner.next_event()
+    }
+    fn next_batch(&mut self, out: &mut Vec<trace::Event>, max: usize) -> trace::Result<usize> {
+        self.check()?;
+        self.inner.next_batch(out, max)
+    }
+    fn stats(&self) -> trace::ReadStats {
+        self.inner.stats()
     }
 }
 

@@ -299,10 +299,12 @@ impl EventWriter {
         Ok(())
     }
 
+    /// Writes what is pending and the footer, and syncs the file to disk.
     pub fn finish(mut self) -> Result<(), String> {
         self.flush()?;
-        self.writer.close().map_err(|e| e.to_string())?;
-        Ok(())
+        // into_inner writes the footer and flushes.
+        let file = self.writer.into_inner().map_err(|e| e.to_string())?;
+        file.sync_all().map_err(|e| e.to_string())
     }
 }
 

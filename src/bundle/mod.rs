@@ -218,16 +218,46 @@ pub fn write_bundle(
         leaf.to_string_lossy(),
         std::process::id()
     ));
+    // Those of processes that died mid-write (SIGKILL, an abort) go first.
+    crate::stale::sweep_dirs(parent, ".tmp-");
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir(&tmp).map_err(|e| berr(&tmp, e.to_string()))?;
-    let result = write_into(source, &tmp, &mut opts).and_then(|meta| {
-        fs::rename(&tmp, dest).map_err(|e| berr(dest, e.to_string()))?;
-        Ok(meta)
-    });
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
+    // Removed on any way out but the rename, a panic included.
+    struct Tmp<'a>(Option<&'a Path>);
+    impl Drop for Tmp<'_> {
+        fn drop(&mut self) {
+            if let Some(p) = self.0 {
+                let _ = fs::remove_dir_all(p);
+            }
+        }
     }
-    result
+    let mut guard = Tmp(Some(&tmp));
+    let meta = write_into(source, &tmp, &mut opts)?;
+    // The files are synced (write_into); the directory's entries too, before the rename
+    // makes the bundle visible, and the parent's after it, so a crash leaves no bundle
+    // or a whole one.
+    sync_dir(&tmp)?;
+    fs::rename(&tmp, dest).map_err(|e| berr(dest, e.to_string()))?;
+    guard.0 = None;
+    sync_dir(parent)?;
+    Ok(meta)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), BundleError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| berr(dir, format!("fsync: {e}")))
+}
+
+/// Writes a file and syncs it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    use std::io::Write;
+    fs::File::create(path)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .map_err(|e| berr(path, e.to_string()))
 }
 
 fn write_into(
@@ -257,7 +287,7 @@ fn write_into(
     let meta = build_meta(source.info(), &stats, tally, opts);
     let meta_path = dir.join(META_FILE);
     let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-    fs::write(&meta_path, text + "\n").map_err(|e| berr(&meta_path, e.to_string()))?;
+    write_synced(&meta_path, (text + "\n").as_bytes())?;
     Ok(meta)
 }
 
@@ -308,8 +338,9 @@ pub fn rewrite_meta(dir: &Path, meta: &Meta) -> Result<(), BundleError> {
     let p = dir.join(META_FILE);
     let tmp = dir.join(format!(".{META_FILE}.tmp"));
     let text = serde_json::to_string_pretty(meta).expect("meta serialises");
-    fs::write(&tmp, text + "\n").map_err(|e| berr(&tmp, e.to_string()))?;
-    fs::rename(&tmp, &p).map_err(|e| berr(&p, e.to_string()))
+    write_synced(&tmp, (text + "\n").as_bytes())?;
+    fs::rename(&tmp, &p).map_err(|e| berr(&p, e.to_string()))?;
+    sync_dir(dir)
 }
 
 /// An existing bundle, read as an event source.
