@@ -63,6 +63,12 @@ enum Command {
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
     Info(InfoArgs),
+    /// Cleans up after a capture that died (started by capture itself).
+    #[command(hide = true, name = "capture-watchdog")]
+    CaptureWatchdog {
+        pid: u32,
+        spool: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -345,6 +351,8 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// Exit code for bad input or usage, as documented.
 const EXIT_INPUT: u8 = 2;
+/// capture: the workload failed on its own (the bundle is written).
+const EXIT_WORKLOAD: u8 = 1;
 /// An import stopped by SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -551,6 +559,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
         command,
         argv: std::env::args().collect(),
         stop,
+        watchdog: std::env::current_exe().ok(),
     };
     match capture::capture(opts) {
         Ok(meta) => {
@@ -559,7 +568,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                     "{}",
                     serde_json::to_string_pretty(&meta).expect("serialises")
                 );
-                return ExitCode::SUCCESS;
+                return workload_status(&meta);
             }
             let cap = meta.capture.as_ref();
             println!(
@@ -583,10 +592,40 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                     w["wall_s"].as_f64().unwrap_or(0.0)
                 );
             }
-            ExitCode::SUCCESS
+            workload_status(&meta)
         }
         Err(e) => fail(e),
     }
+}
+
+/// A workload that failed on its own (a non-zero exit, or a signal capture did not send)
+/// is said on stderr and makes capture exit 1; the bundle is written all the same.
+fn workload_status(meta: &bundle::Meta) -> ExitCode {
+    let Some(w) = meta
+        .capture
+        .as_ref()
+        .and_then(|c| c.get("workload"))
+        .filter(|w| !w.is_null())
+    else {
+        return ExitCode::SUCCESS;
+    };
+    if w["stopped_by_capture"] == true || w["exit_code"] == 0 {
+        return ExitCode::SUCCESS;
+    }
+    let cmd: Vec<&str> = w["command"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+        .unwrap_or_default();
+    let how = match (w["exit_code"].as_i64(), w["signal"].as_i64()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "failed".into(),
+    };
+    eprintln!(
+        "sisreplay: the workload `{}` {how}; the trace is written",
+        cmd.join(" ")
+    );
+    ExitCode::from(EXIT_WORKLOAD)
 }
 
 fn run_replay(args: ReplayArgs) -> ExitCode {
@@ -1153,5 +1192,9 @@ fn main() -> ExitCode {
         Command::Simulate(a) => run_simulate(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
+        Command::CaptureWatchdog { pid, spool } => {
+            capture::watchdog(pid, &spool);
+            ExitCode::SUCCESS
+        }
     }
 }
