@@ -87,6 +87,7 @@ fn bundle_round_trips_every_event() {
 }
 
 #[test]
+#[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn parquet_opens_in_python_polars_with_the_documented_columns() {
     let dir = tempfile::tempdir().unwrap();
     let (dest, meta) = import(&sample("hackbench-v6.dat"), dir.path());
@@ -150,7 +151,7 @@ fn arrow_type(file: &Path, name: &str) -> arrow_schema::DataType {
 /// A notebook filters a bundle with polars and writes it back: sisreplay reads what
 /// polars writes (string views or large strings, and categoricals as dictionaries).
 #[test]
-#[ignore = "needs python3 with polars (notebooks/requirements.txt); .ci/run installs it and runs ignored tests"]
+#[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn bundles_written_by_polars_are_read() {
     let dir = tempfile::tempdir().unwrap();
     let (src, _) = import(&sample("hackbench-v7-zstd.dat"), dir.path());

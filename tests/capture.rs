@@ -174,13 +174,13 @@ fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>,
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn tracefs_capture_of_hackbench() {
     capture_hackbench("tracefs");
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn perf_capture_of_hackbench() {
     capture_hackbench("perf");
 }
@@ -193,7 +193,7 @@ fn perf_capture_of_hackbench() {
 /// by its sched_wakeup in both (a backend that dropped events would break the ratio), and
 /// the volumes are of one order.
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn backends_agree_on_the_same_workload() {
     let (t, t_forks) = capture_hackbench("tracefs");
     let (p, p_forks) = capture_hackbench("perf");
@@ -254,25 +254,25 @@ fn interrupted(signal: i32, backend: &str) {
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn sigint_mid_capture_still_writes_the_bundle() {
     interrupted(libc::SIGINT, "tracefs");
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn sigterm_mid_capture_still_writes_the_bundle() {
     interrupted(libc::SIGTERM, "tracefs");
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn sigterm_mid_perf_capture_still_writes_the_bundle() {
     interrupted(libc::SIGTERM, "perf");
 }
 
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn refuses_to_start_without_root() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
@@ -369,7 +369,7 @@ fn processes_with(marker: &str) -> Vec<String> {
 /// A workload that cannot start: exit 2 with the reason, tracefs as it was (the instance
 /// with its buffers was left behind), nothing in the output directory.
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn workload_that_cannot_start_leaves_tracefs_as_found() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
@@ -393,7 +393,7 @@ fn workload_that_cannot_start_leaves_tracefs_as_found() {
 /// A SIGKILLed capture cannot clean up itself: its watchdog stops the workload (children
 /// included), removes the instance and the spool at once.
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn killed_capture_is_cleaned_up_by_its_watchdog() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
@@ -433,7 +433,7 @@ fn killed_capture_is_cleaned_up_by_its_watchdog() {
 /// buffers, a spool) is found by the next capture from the PID in its name, warned about
 /// and removed; a live process's instance is left alone.
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn leftovers_of_a_dead_capture_are_recovered_by_the_next() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
@@ -467,7 +467,7 @@ fn leftovers_of_a_dead_capture_are_recovered_by_the_next() {
 
 /// A workload that fails on its own is said, and capture exits 1 (the bundle is written).
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn a_failing_workload_is_reported() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
@@ -491,7 +491,7 @@ fn a_failing_workload_is_reported() {
 /// The headline loss is what the kernel counted: with a small buffer under load, no less
 /// than the per-CPU overrun and dropped counters (the page headers' counts fell short).
 #[test]
-#[ignore = "needs root and tracefs: .ci/run runs it (cargo test -- --include-ignored)"]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn lost_events_count_the_kernels_overruns() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();

@@ -106,7 +106,7 @@ fn a_killed_imports_leftover_is_swept_by_the_next() {
 /// strace shows the bundle's files and its directory synced before the rename, and the
 /// parent after it.
 #[test]
-#[ignore = "needs strace (.ci/run installs it and runs ignored tests)"]
+#[ignore = "needs strace (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn import_syncs_before_the_rename() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("strace.log");
