@@ -537,3 +537,23 @@ fn perf_data_mutants_all_report_offsets() {
     }
     assert!(errors > 50, "only {errors} mutants failed");
 }
+
+/// A machine description naming a CPU no kernel can have is refused before anything is
+/// sized by it.
+#[test]
+fn machine_description_with_an_absurd_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.json");
+    std::fs::write(
+        &m,
+        r#"{"source": "x", "cpus": [{"cpu": 4000000000, "core": 0, "smt_siblings": [4000000000],
+            "cluster": 0, "llc": 0, "package": 0, "node": 0}]}"#,
+    )
+    .unwrap();
+    cli_fails(
+        &["import", &sample_arg("hackbench-tracefs.txt"), "--machine", m.to_str().unwrap()],
+        dir.path(),
+        &["m.json", "CPU 4000000000", "8192"],
+    );
+    assert!(!dir.path().join("traces").exists());
+}
