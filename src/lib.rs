@@ -11,6 +11,7 @@ pub mod replay;
 pub mod report;
 pub mod sim;
 pub mod simulate;
+pub mod stale;
 pub mod state;
 pub mod synth;
 pub mod topology;

@@ -8,9 +8,9 @@ use clap::{Parser, Subcommand};
 
 use sisreplay::bundle::{self, ImportOptions};
 use sisreplay::capture::{self, Backend, CaptureOptions};
-use sisreplay::info;
 use sisreplay::policy::PolicySpec;
 use sisreplay::topology::Topology;
+use sisreplay::{info, trace};
 
 /// The sample every command falls back to when given no input.
 const DEFAULT_SAMPLE: &str = "traces/samples/hackbench-v7-zstd.dat";
@@ -64,6 +64,9 @@ enum Command {
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
     Info(InfoArgs),
+    /// Cleans up after a capture that died (started by capture itself).
+    #[command(hide = true, name = "capture-watchdog")]
+    CaptureWatchdog { pid: u32, spool: PathBuf },
 }
 
 #[derive(clap::Args)]
@@ -346,6 +349,10 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// Exit code for bad input or usage, as documented.
 const EXIT_INPUT: u8 = 2;
+/// capture: the workload failed on its own (the bundle is written).
+const EXIT_WORKLOAD: u8 = 1;
+/// An import stopped by SIGINT, SIGTERM or SIGHUP (128 + SIGINT, as a shell reports it).
+const EXIT_INTERRUPTED: u8 = 130;
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("sisreplay: {msg}");
@@ -402,9 +409,23 @@ fn import(args: ImportArgs) -> ExitCode {
             "--name {name:?}: a bundle name is one plain directory name"
         ));
     }
-    let mut src = match sisreplay::input::open(&file) {
+    // SIGINT, SIGTERM and SIGHUP stop the import between batches, so that it unwinds
+    // and removes its temporary directory (what a SIGKILL leaves, the next import sweeps).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) =
+        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Release))
+    {
+        return fail(format!("cannot install the signal handler: {e}"));
+    }
+    let src = match sisreplay::input::open(&file) {
         Ok(i) => i.source,
         Err(e) => return fail(e),
+    };
+    let mut src = Interruptible {
+        inner: src,
+        stop: stop.clone(),
+        path: file.clone(),
     };
     let tty = std::io::stderr().is_terminal();
     let mut progress = |n: u64| {
@@ -414,7 +435,7 @@ fn import(args: ImportArgs) -> ExitCode {
     };
     let dest = traces.join(&name);
     let result = bundle::write_bundle(
-        src.as_mut(),
+        &mut src,
         &dest,
         ImportOptions {
             topology,
@@ -449,7 +470,50 @@ fn import(args: ImportArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Err(_) if stop.load(std::sync::atomic::Ordering::Acquire) => {
+            eprintln!(
+                "sisreplay: import interrupted by a signal; {} was not written",
+                dest.display()
+            );
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
         Err(e) => fail(e),
+    }
+}
+
+/// A source that fails once a termination signal has arrived.
+struct Interruptible {
+    inner: Box<dyn trace::EventSource>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    path: PathBuf,
+}
+
+impl Interruptible {
+    fn check(&self) -> trace::Result<()> {
+        if self.stop.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(trace::TraceError::io(
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by a signal"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl trace::EventSource for Interruptible {
+    fn info(&self) -> &trace::SourceInfo {
+        self.inner.info()
+    }
+    fn next_event(&mut self) -> trace::Result<Option<trace::Event>> {
+        self.check()?;
+        self.inner.next_event()
+    }
+    fn next_batch(&mut self, out: &mut Vec<trace::Event>, max: usize) -> trace::Result<usize> {
+        self.check()?;
+        self.inner.next_batch(out, max)
+    }
+    fn stats(&self) -> trace::ReadStats {
+        self.inner.stats()
     }
 }
 
@@ -493,6 +557,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
         command,
         argv: std::env::args().collect(),
         stop,
+        watchdog: std::env::current_exe().ok(),
     };
     match capture::capture(opts) {
         Ok(meta) => {
@@ -501,7 +566,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                     "{}",
                     serde_json::to_string_pretty(&meta).expect("serialises")
                 );
-                return ExitCode::SUCCESS;
+                return workload_status(&meta);
             }
             let cap = meta.capture.as_ref();
             println!(
@@ -525,10 +590,40 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                     w["wall_s"].as_f64().unwrap_or(0.0)
                 );
             }
-            ExitCode::SUCCESS
+            workload_status(&meta)
         }
         Err(e) => fail(e),
     }
+}
+
+/// A workload that failed on its own (a non-zero exit, or a signal capture did not send)
+/// is said on stderr and makes capture exit 1; the bundle is written all the same.
+fn workload_status(meta: &bundle::Meta) -> ExitCode {
+    let Some(w) = meta
+        .capture
+        .as_ref()
+        .and_then(|c| c.get("workload"))
+        .filter(|w| !w.is_null())
+    else {
+        return ExitCode::SUCCESS;
+    };
+    if w["stopped_by_capture"] == true || w["exit_code"] == 0 {
+        return ExitCode::SUCCESS;
+    }
+    let cmd: Vec<&str> = w["command"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+        .unwrap_or_default();
+    let how = match (w["exit_code"].as_i64(), w["signal"].as_i64()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "failed".into(),
+    };
+    eprintln!(
+        "sisreplay: the workload `{}` {how}; the trace is written",
+        cmd.join(" ")
+    );
+    ExitCode::from(EXIT_WORKLOAD)
 }
 
 fn run_replay(args: ReplayArgs) -> ExitCode {
@@ -1048,5 +1143,9 @@ fn main() -> ExitCode {
         Command::Simulate(a) => run_simulate(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
+        Command::CaptureWatchdog { pid, spool } => {
+            capture::watchdog(pid, &spool);
+            ExitCode::SUCCESS
+        }
     }
 }

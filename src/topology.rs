@@ -195,6 +195,13 @@ impl Topology {
     pub fn validate(&self) -> Result<(), String> {
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.cpus {
+            if c.cpu >= crate::trace::MAX_CPUS {
+                return Err(format!(
+                    "CPU {} is beyond the {} CPUs a kernel can have (NR_CPUS)",
+                    c.cpu,
+                    crate::trace::MAX_CPUS
+                ));
+            }
             if !seen.insert(c.cpu) {
                 return Err(format!("CPU {} is listed twice", c.cpu));
             }

@@ -103,11 +103,13 @@ fn against_trace_cmd(file: &str) {
 }
 
 #[test]
+#[ignore = "needs trace-cmd (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn trace_dat_v6_matches_trace_cmd_report() {
     against_trace_cmd("hackbench-v6.dat");
 }
 
 #[test]
+#[ignore = "needs trace-cmd (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn trace_dat_v7_zstd_matches_trace_cmd_report() {
     against_trace_cmd("hackbench-v7-zstd.dat");
 }
@@ -172,16 +174,19 @@ fn against_perf_script(file: &str) {
 }
 
 #[test]
+#[ignore = "needs perf (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn perf_data_matches_perf_script() {
     against_perf_script("hackbench-perf.data");
 }
 
 #[test]
+#[ignore = "needs perf (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn compressed_perf_data_matches_perf_script() {
     against_perf_script("hackbench-perf-z.data");
 }
 
 #[test]
+#[ignore = "needs perf (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn perf_sched_record_matches_perf_script() {
     against_perf_script("hackbench-perf-sched.data");
 }

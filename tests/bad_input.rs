@@ -205,14 +205,14 @@ fn perf_data_with_an_absurd_cmdline_count() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-cmdline-count.data");
     let d = std::fs::read(p).unwrap();
     // This one is also damaged further on; the point is a clean error, not an abort.
-    import_fails("cmdline.data", &d, &["record 0"]);
+    import_fails("cmdline.data", &d, &["offset 0x"]);
 }
 
 #[test]
 fn perf_data_with_an_impossible_cpu_number() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf-bad-sample-cpu.data");
     let d = std::fs::read(p).unwrap();
-    import_fails("cpu.data", &d, &["record 5850", "CPU 796026224"]);
+    import_fails("cpu.data", &d, &["offset 0x", "CPU 796026224"]);
 }
 
 #[test]
@@ -224,4 +224,414 @@ fn perf_data_with_an_absurd_feature_section_size() {
         &d,
         &["offset 0x143c8", "feature section #10"],
     );
+}
+
+// ---- CPU counts, bundle rows, perf.data offsets (issue 17) ----
+
+/// Runs the CLI in `cwd` and checks a clean failure: exit 2, one line, no panic, the
+/// expected words. Returns stderr.
+fn cli_fails(args: &[&str], cwd: &Path, expect: &[&str]) -> String {
+    let t = std::time::Instant::now();
+    let o = sisreplay(args, cwd);
+    assert_eq!(o.code, Some(2), "{args:?}: exit code; stderr: {}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{args:?}: {}", o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{args:?}: {}", o.stderr);
+    for e in expect {
+        assert!(
+            o.stderr.contains(e),
+            "{args:?}: expected {e:?} in {}",
+            o.stderr
+        );
+    }
+    assert!(
+        t.elapsed().as_secs() < 20,
+        "{args:?} took {:?}",
+        t.elapsed()
+    );
+    o.stderr
+}
+
+/// A bundle of the small text sample (7,326 events on 2 CPUs) at `dir/traces/b`.
+fn small_bundle(dir: &Path) -> std::path::PathBuf {
+    let o = sisreplay(
+        &[
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--name",
+            "b",
+        ],
+        dir,
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    dir.join("traces/b")
+}
+
+/// Rewrites a bundle's events.parquet with `edit` applied to its events.
+fn edit_events(bundle: &Path, edit: impl FnOnce(&mut Vec<sisreplay::trace::Event>)) {
+    use sisreplay::bundle::{EventReader, EventWriter};
+    let p = bundle.join("events.parquet");
+    let mut r = EventReader::open(&p).unwrap();
+    let mut evs = Vec::new();
+    while let Some(e) = r.next_event().unwrap() {
+        evs.push(e);
+    }
+    edit(&mut evs);
+    let mut w = EventWriter::create(&p).unwrap();
+    for e in &evs {
+        w.push(e).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn edit_meta(bundle: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = bundle.join("meta.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    edit(&mut m);
+    std::fs::write(&p, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+}
+
+#[test]
+fn bundle_rows_out_of_time_order_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    let bs = b.to_str().unwrap();
+    edit_events(&b, |v| v.reverse());
+    for cmd in ["info", "replay"] {
+        cli_fails(&[cmd, bs], dir.path(), &[bs, "row 1:", "time order"]);
+    }
+    // Shuffled: a later row goes back in time.
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    let bs = b.to_str().unwrap();
+    edit_events(&b, |v| v.swap(100, 5000));
+    let msg = cli_fails(&["replay", bs], dir.path(), &[bs, "time order"]);
+    assert!(msg.contains("row 101:"), "{msg}");
+    cli_fails(
+        &["compare", "sis_prop", "sis_util", "--trace", bs],
+        dir.path(),
+        &[bs, "row 101:"],
+    );
+}
+
+#[test]
+fn bundle_events_beyond_its_cpus_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    let bs = b.to_str().unwrap();
+    // One event moved to CPU 5 of this 2-CPU bundle.
+    edit_events(&b, |v| v[42].cpu = 5);
+    let msg = cli_fails(
+        &["replay", bs],
+        dir.path(),
+        &[bs, "row 42:", "CPU 5", "2 CPUs"],
+    );
+    assert!(msg.contains("events.parquet"), "{msg}");
+    cli_fails(&["info", bs], dir.path(), &["row 42:", "CPU 5"]);
+    // meta.json saying fewer CPUs than the events use.
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    edit_meta(&b, |m| m["nr_cpus"] = 1.into());
+    cli_fails(
+        &["info", b.to_str().unwrap()],
+        dir.path(),
+        &["CPU 1", "1 CPUs"],
+    );
+}
+
+#[test]
+fn absurd_cpu_counts_in_meta_json() {
+    for n in [0u64, 8193, 1_000_000, 4_294_967_295] {
+        let dir = tempfile::tempdir().unwrap();
+        let b = small_bundle(dir.path());
+        let bs = b.to_str().unwrap();
+        edit_meta(&b, |m| m["nr_cpus"] = n.into());
+        let meta = b.join("meta.json");
+        let meta = meta.to_str().unwrap();
+        for args in [
+            vec!["info", bs],
+            vec!["replay", bs],
+            vec!["compare", "sis_prop", "sis_util", "--trace", bs],
+            vec![
+                "report", "sis_prop", "sis_util", "--trace", bs, "--format", "text",
+            ],
+            vec!["simulate", bs],
+        ] {
+            cli_fails(
+                &args,
+                dir.path(),
+                &[meta, &format!("nr_cpus says {n} CPUs"), "8192"],
+            );
+        }
+    }
+    // A topology naming a CPU no kernel can have.
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    edit_meta(&b, |m| {
+        m["topology"]["cpus"][0]["cpu"] = 4_000_000_000u64.into()
+    });
+    cli_fails(
+        &["replay", b.to_str().unwrap()],
+        dir.path(),
+        &["CPU 4000000000"],
+    );
+}
+
+/// The offset of a perf.data feature section's (offset, size) entry and of its data.
+fn perf_feature(d: &[u8], bit: usize) -> (usize, usize) {
+    let u64_at = |o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap()) as usize;
+    let set = |b: usize| d[72 + b / 8] & (1 << (b % 8)) != 0;
+    assert!(set(bit), "feature {bit} not in the file");
+    let index = (0..bit).filter(|&b| set(b)).count();
+    let entry = u64_at(40) + u64_at(48) + 16 * index;
+    (entry, u64_at(entry))
+}
+
+#[test]
+fn perf_data_with_an_absurd_nrcpus_header() {
+    for file in ["hackbench-perf.data", "hackbench-perf-z.data"] {
+        let d = std::fs::read(sample(file)).unwrap();
+        let (_, nrcpus) = perf_feature(&d, 7);
+        for n in [0u32, 8193, 60_000, u32::MAX] {
+            let mut m = d.clone();
+            m[nrcpus..nrcpus + 4].copy_from_slice(&n.to_le_bytes());
+            let msg = import_fails(
+                &format!("nrcpus-{n}-{file}"),
+                &m,
+                &[
+                    &format!("offset {nrcpus:#x}"),
+                    "NRCPUS",
+                    &format!("{n} CPUs"),
+                ],
+            );
+            assert!(msg.contains("8192"), "{msg}");
+        }
+    }
+}
+
+#[test]
+fn perf_data_sample_beyond_its_nrcpus() {
+    let d = std::fs::read(sample("hackbench-perf.data")).unwrap();
+    let (_, nrcpus) = perf_feature(&d, 7);
+    let mut m = d.clone();
+    // The samples are on CPUs 0 and 1; the header now says one CPU (available and online).
+    m[nrcpus..nrcpus + 8].copy_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
+    import_fails(
+        "nrcpus-1.data",
+        &m,
+        &["offset 0x", "sample on CPU 1", "NRCPUS", "1 CPUs"],
+    );
+}
+
+#[test]
+fn text_with_an_absurd_cpu_count() {
+    let body = std::fs::read_to_string(sample("hackbench-tracefs.txt")).unwrap();
+    let events: String = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for n in ["4294967295", "8193", "99999999999999999999", "0"] {
+        import_fails(
+            &format!("cpus-{}.txt", n.len()),
+            format!("version = 6\ncpus={n}\n{events}").as_bytes(),
+            &["line 2", "CPU"],
+        );
+        import_fails(
+            &format!("p-{}.txt", n.len()),
+            format!(
+                "# tracer: nop\n#\n# entries-in-buffer/entries-written: 1/1   #P:{n}\n{events}"
+            )
+            .as_bytes(),
+            &["line 3", "CPU"],
+        );
+    }
+    // trace-cmd's cpus= counts the buffers: an event on CPU 1 of one is damage.
+    let msg = import_fails(
+        "cpus-1.txt",
+        format!("version = 6\ncpus=1\n{events}").as_bytes(),
+        &["on CPU 1", "cpus=1"],
+    );
+    assert!(msg.contains("line "), "{msg}");
+}
+
+/// A text trace from tracefs' trace file says `#P:2` and has no `cpus=`: replay sizes the
+/// machine from it (it was a 1-CPU machine).
+#[test]
+fn tracefs_text_replays_on_its_header_cpus() {
+    let (code, out, err) = run_cli(&["replay", &sample_arg("hackbench-tracefs.txt"), "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nr_cpus"], 2, "{}", &out[..300.min(out.len())]);
+    // Without the header line, replay says it cannot size the machine instead of
+    // replaying on a machine of one CPU.
+    let dir = tempfile::tempdir().unwrap();
+    let body = std::fs::read_to_string(sample("hackbench-tracefs.txt")).unwrap();
+    let events: String = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let f = dir.path().join("t.txt");
+    std::fs::write(&f, events).unwrap();
+    cli_fails(
+        &["replay", f.to_str().unwrap()],
+        dir.path(),
+        &["on CPU 1", "import it first"],
+    );
+}
+
+/// The data section's records: (offset, type, size).
+fn perf_records(d: &[u8]) -> Vec<(usize, u32, usize)> {
+    let u64_at = |o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap()) as usize;
+    let (start, size) = (u64_at(40), u64_at(48));
+    let mut v = Vec::new();
+    let mut at = start;
+    while at + 8 <= start + size {
+        let t = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+        let s = u16::from_le_bytes([d[at + 6], d[at + 7]]) as usize;
+        v.push((at, t, s));
+        at += s;
+    }
+    v
+}
+
+/// Damage deep in a perf.data is reported at its byte offset (it was "record 0").
+#[test]
+fn perf_data_errors_carry_the_byte_offset() {
+    let d = std::fs::read(sample("hackbench-perf.data")).unwrap();
+    let recs = perf_records(&d);
+    // A record header with an impossible size, a third of the way in.
+    let (at, _, _) = recs[recs.len() / 3];
+    let mut m = d.clone();
+    m[at + 6..at + 8].copy_from_slice(&4u16.to_le_bytes());
+    import_fails(
+        "size.data",
+        &m,
+        &[&format!("offset {at:#x}"), "record header"],
+    );
+    // A sample whose tracepoint payload is cut short: its own offset.
+    let (at, _, size) = *recs
+        .iter()
+        .filter(|r| r.1 == 9)
+        .nth(recs.len() / 2)
+        .unwrap();
+    let mut m = d.clone();
+    // PERF_SAMPLE_RAW's u32 size is the last field before the payload; make it claim
+    // more than the record holds.
+    let raw_size_at = (at + 8..at + size - 4)
+        .find(|&o| {
+            u32::from_le_bytes(m[o..o + 4].try_into().unwrap()) as usize == at + size - o - 4
+        })
+        .expect("raw size field");
+    m[raw_size_at..raw_size_at + 4].copy_from_slice(&0xfff0u32.to_le_bytes());
+    import_fails("raw.data", &m, &[&format!("offset {at:#x}")]);
+    // In a compressed file: inside the compressed record that holds it.
+    let z = std::fs::read(sample("hackbench-perf-z.data")).unwrap();
+    let zrecs = perf_records(&z);
+    let (zat, _, zsize) = *zrecs
+        .iter()
+        .filter(|r| r.1 == 81 || r.1 == 83)
+        .nth(3)
+        .unwrap();
+    let mut m = z.clone();
+    for b in &mut m[zat + 40..zat + zsize.min(200)] {
+        *b ^= 0x5a;
+    }
+    let msg = import_fails("z.data", &m, &["offset 0x"]);
+    let off = msg.split("offset 0x").nth(1).unwrap();
+    let off = usize::from_str_radix(
+        off.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap(),
+        16,
+    )
+    .unwrap();
+    assert!(
+        off >= zat && off <= zat + zsize,
+        "{msg}: not in {zat:#x}..{:#x}",
+        zat + zsize
+    );
+}
+
+/// Every error from a few hundred mutants of both perf.data samples names a byte offset.
+#[test]
+fn perf_data_mutants_all_report_offsets() {
+    use sisreplay::trace::EventSource;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = fastrand::Rng::with_seed(17);
+    let mut errors = 0;
+    for file in ["hackbench-perf.data", "hackbench-perf-z.data"] {
+        let d = std::fs::read(sample(file)).unwrap();
+        for i in 0..150 {
+            let mut m = d.clone();
+            match i % 5 {
+                0 => m.truncate(rng.usize(1..d.len())),
+                1 => {
+                    for _ in 0..8 {
+                        let at = rng.usize(..m.len());
+                        m[at] ^= 1 << rng.u8(..8);
+                    }
+                }
+                2 => {
+                    let at = rng.usize(..m.len());
+                    let n = rng.usize(1..4096).min(m.len() - at);
+                    m[at..at + n].fill(0);
+                }
+                3 => {
+                    let at = rng.usize(..m.len() - 8) & !7;
+                    m[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes()[..8]);
+                }
+                _ => {
+                    let at = rng.usize(..m.len());
+                    let n = rng.usize(1..4096).min(m.len() - at);
+                    let chunk = m[at..at + n].to_vec();
+                    let to = rng.usize(..m.len() - n);
+                    m[to..to + n].copy_from_slice(&chunk);
+                }
+            }
+            let p = dir.path().join("m.data");
+            std::fs::write(&p, &m).unwrap();
+            let r = sisreplay::trace::perfdata::PerfData::open(&p).and_then(|mut s| {
+                let mut batch = Vec::new();
+                while s.next_batch(&mut batch, 4096)? > 0 {
+                    batch.clear();
+                }
+                Ok(())
+            });
+            if let Err(e) = r {
+                errors += 1;
+                let msg = e.to_string();
+                let unsupported = matches!(e, sisreplay::trace::TraceError::Unsupported { .. });
+                assert!(
+                    msg.contains("offset 0x") || unsupported,
+                    "{file} mutant {i}: {msg}"
+                );
+            }
+        }
+    }
+    assert!(errors > 50, "only {errors} mutants failed");
+}
+
+/// A machine description naming a CPU no kernel can have is refused before anything is
+/// sized by it.
+#[test]
+fn machine_description_with_an_absurd_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.json");
+    std::fs::write(
+        &m,
+        r#"{"source": "x", "cpus": [{"cpu": 4000000000, "core": 0, "smt_siblings": [4000000000],
+            "cluster": 0, "llc": 0, "package": 0, "node": 0}]}"#,
+    )
+    .unwrap();
+    cli_fails(
+        &[
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--machine",
+            m.to_str().unwrap(),
+        ],
+        dir.path(),
+        &["m.json", "CPU 4000000000", "8192"],
+    );
+    assert!(!dir.path().join("traces").exists());
 }

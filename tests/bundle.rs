@@ -87,6 +87,7 @@ fn bundle_round_trips_every_event() {
 }
 
 #[test]
+#[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn parquet_opens_in_python_polars_with_the_documented_columns() {
     let dir = tempfile::tempdir().unwrap();
     let (dest, meta) = import(&sample("hackbench-v6.dat"), dir.path());
@@ -133,4 +134,233 @@ fn schema_matches_the_documented_columns() {
     let s = bundle::columns::schema();
     let names: Vec<&str> = s.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(names, COLUMNS);
+}
+
+/// Every event of a bundle, through the checked reader.
+fn bundle_events(dir: &Path) -> Vec<trace::Event> {
+    read_all(&mut Bundle::open(dir).unwrap())
+}
+
+/// The Arrow type of column `name` in a Parquet file, as a reader sees it.
+fn arrow_type(file: &Path, name: &str) -> arrow_schema::DataType {
+    let f = std::fs::File::open(file).unwrap();
+    let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+    b.schema()
+        .field_with_name(name)
+        .unwrap()
+        .data_type()
+        .clone()
+}
+
+/// A notebook filters a bundle with polars and writes it back: sisreplay reads what
+/// polars writes (string views or large strings, and categoricals as dictionaries).
+#[test]
+#[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
+fn bundles_written_by_polars_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, _) = import(&sample("hackbench-v7-zstd.dat"), dir.path());
+    let script = r#"
+import shutil, sys, os, polars as pl
+src, out = sys.argv[1], sys.argv[2]
+df = pl.read_parquet(src + "/events.parquet")
+kept = df.filter(pl.col("event") != "irq_handler_entry")
+strings = [c for c, t in df.schema.items() if t == pl.String]
+for name, frame in [
+    ("plain", kept),
+    ("categorical", kept.with_columns([pl.col(c).cast(pl.Categorical) for c in strings])),
+]:
+    d = os.path.join(out, name)
+    os.makedirs(d)
+    shutil.copy(src + "/meta.json", d)
+    frame.write_parquet(d + "/events.parquet")
+print(kept.height)
+"#;
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            script,
+            src.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let all = bundle_events(&src);
+    let want: Vec<&trace::Event> = all
+        .iter()
+        .filter(|e| e.kind.event_type() != trace::EventType::IrqHandlerEntry)
+        .collect();
+    assert_eq!(want.len(), kept);
+    use arrow_schema::DataType;
+    let plain = dir.path().join("plain");
+    let t = arrow_type(&plain.join("events.parquet"), "event");
+    assert!(
+        matches!(t, DataType::Utf8View | DataType::LargeUtf8),
+        "polars wrote {t} (the test wants the form polars writes, not Utf8)"
+    );
+    let cat = dir.path().join("categorical");
+    let t = arrow_type(&cat.join("events.parquet"), "comm");
+    assert!(matches!(t, DataType::Dictionary(..)), "polars wrote {t}");
+    for d in [&plain, &cat] {
+        let got = bundle_events(d);
+        assert_eq!(got.len(), want.len(), "{}", d.display());
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| a == *b),
+            "{}",
+            d.display()
+        );
+        // And the CLI replays it.
+        let (code, _, err) = run_cli(&["replay", d.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{err}");
+    }
+}
+
+/// The same string forms written with arrow-rs, so a plain `cargo test` covers the reader
+/// without polars: large strings, string views, and dictionaries of each.
+#[test]
+fn large_view_and_dictionary_string_columns_are_read() {
+    use arrow_array::{Array, ArrayRef, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let (src, _) = import(&sample("hackbench-tracefs.txt"), dir.path());
+    let want = bundle_events(&src);
+    let f = std::fs::File::open(src.join("events.parquet")).unwrap();
+    let batches: Vec<RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+    type Conv = fn(&ArrayRef) -> ArrayRef;
+    let forms: [(&str, Conv); 4] = [
+        ("large", |a| {
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            Arc::new(s.iter().collect::<arrow_array::LargeStringArray>())
+        }),
+        ("view", |a| {
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            Arc::new(s.iter().collect::<arrow_array::StringViewArray>())
+        }),
+        ("dict32", |a| {
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            Arc::new(
+                s.iter()
+                    .collect::<arrow_array::DictionaryArray<arrow_array::types::UInt32Type>>(),
+            )
+        }),
+        ("dict8-large", |a| {
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            let d: arrow_array::DictionaryArray<arrow_array::types::Int16Type> = s.iter().collect();
+            let values = d
+                .values()
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap()
+                .iter()
+                .collect::<arrow_array::LargeStringArray>();
+            Arc::new(
+                arrow_array::DictionaryArray::try_new(d.keys().clone(), Arc::new(values)).unwrap(),
+            )
+        }),
+    ];
+    for (name, conv) in forms {
+        let out = dir.path().join(name);
+        std::fs::create_dir(&out).unwrap();
+        std::fs::copy(src.join("meta.json"), out.join("meta.json")).unwrap();
+        let schema = batches[0].schema();
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Utf8 => {
+                    let t =
+                        conv(&(Arc::new(arrow_array::StringArray::from(vec!["x"])) as ArrayRef))
+                            .data_type()
+                            .clone();
+                    Field::new(f.name(), t, true)
+                }
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let file = std::fs::File::create(out.join("events.parquet")).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+        for b in &batches {
+            let cols: Vec<ArrayRef> = b
+                .columns()
+                .iter()
+                .map(|c| {
+                    if *c.data_type() == DataType::Utf8 {
+                        conv(c)
+                    } else {
+                        c.clone()
+                    }
+                })
+                .collect();
+            w.write(&RecordBatch::try_new(schema.clone(), cols).unwrap())
+                .unwrap();
+        }
+        w.close().unwrap();
+        assert_ne!(
+            arrow_type(&out.join("events.parquet"), "event"),
+            DataType::Utf8,
+            "{name}"
+        );
+        assert_eq!(bundle_events(&out), want, "{name}");
+    }
+    // Another type where a string belongs is still an error naming the column.
+    let out = dir.path().join("int");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::copy(src.join("meta.json"), out.join("meta.json")).unwrap();
+    let schema = batches[0].schema();
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            if f.name() == "event" {
+                Field::new("event", DataType::Int32, false)
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let file = std::fs::File::create(out.join("events.parquet")).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+    let b = &batches[0];
+    let mut cols = b.columns().to_vec();
+    cols[2] = Arc::new(arrow_array::Int32Array::from(vec![0; b.num_rows()]));
+    w.write(&RecordBatch::try_new(schema, cols).unwrap())
+        .unwrap();
+    w.close().unwrap();
+    use sisreplay::trace::EventSource;
+    let err = Bundle::open(&out)
+        .unwrap()
+        .next_event()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column event has type Int32, expected Utf8"),
+        "{err}"
+    );
+    assert!(err.contains("row 0"), "{err}");
 }

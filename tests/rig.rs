@@ -163,6 +163,7 @@ fn sis_util_over_the_no_sis_util_trace() {
 /// The rig script's --check: packages, the cached kernel and its modules, an initramfs
 /// in which this build of sisreplay starts, and QEMU accepting the topology; no boot.
 #[test]
+#[ignore = "needs QEMU, busybox-static and cpio (.ci/run installs them and runs ignored tests: cargo test -- --include-ignored)"]
 fn rig_script_check_builds_a_working_initramfs() {
     let root = env!("CARGO_MANIFEST_DIR");
     let o = std::process::Command::new("bash")

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow_array::builder::{
     BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
+use arrow_array::cast::AsArray;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
     UInt64Array,
@@ -298,10 +299,12 @@ impl EventWriter {
         Ok(())
     }
 
+    /// Writes what is pending and the footer, and syncs the file to disk.
     pub fn finish(mut self) -> Result<(), String> {
         self.flush()?;
-        self.writer.close().map_err(|e| e.to_string())?;
-        Ok(())
+        // into_inner writes the footer and flushes.
+        let file = self.writer.into_inner().map_err(|e| e.to_string())?;
+        file.sync_all().map_err(|e| e.to_string())
     }
 }
 
@@ -313,6 +316,57 @@ pub struct EventReader {
     columns: Vec<ArrayRef>,
     rows: usize,
     row: usize,
+    /// Rows in the batches before the current one.
+    base: u64,
+}
+
+/// A string column as the writer makes it (Utf8), from the other string forms Arrow
+/// writers use: polars writes string views or large strings, and dictionary-encoded
+/// (categorical) columns. None for anything else.
+fn as_utf8(a: &ArrayRef) -> Option<ArrayRef> {
+    Some(match a.data_type() {
+        DataType::Utf8 => a.clone(),
+        DataType::LargeUtf8 => Arc::new(a.as_string::<i64>().iter().collect::<StringArray>()),
+        DataType::Utf8View => Arc::new(a.as_string_view().iter().collect::<StringArray>()),
+        DataType::Dictionary(_, _) => {
+            let d = a.as_any_dictionary();
+            let values = as_utf8(d.values())?;
+            let values = values.as_string::<i32>();
+            let keys = d.normalized_keys();
+            let out: StringArray = (0..a.len())
+                .map(|i| {
+                    let k = keys[i];
+                    (a.is_valid(i) && k < values.len() && values.is_valid(k))
+                        .then(|| values.value(k))
+                })
+                .collect();
+            Arc::new(out)
+        }
+        _ => return None,
+    })
+}
+
+/// Column `i` of a batch as schema() has it: the same type, or a string column in
+/// another string form.
+fn conform(name: &str, want: &DataType, a: &ArrayRef) -> Result<ArrayRef, String> {
+    if a.data_type() == want {
+        return Ok(a.clone());
+    }
+    let converted = match want {
+        DataType::Utf8 => as_utf8(a),
+        _ => None,
+    };
+    converted.ok_or_else(|| {
+        format!(
+            "column {name} has type {}, expected {want}{}",
+            a.data_type(),
+            if *want == DataType::Utf8 {
+                " (or a large, view or dictionary string)"
+            } else {
+                ""
+            }
+        )
+    })
 }
 
 /// Column `i` of a batch laid out in schema() order, as its type.
@@ -364,12 +418,19 @@ impl EventReader {
             columns: Vec::new(),
             rows: 0,
             row: 0,
+            base: 0,
         })
+    }
+
+    /// The row the next event comes from, counting from 0 over the whole file.
+    pub fn row(&self) -> u64 {
+        self.base + self.row as u64
     }
 
     pub fn next_event(&mut self) -> Result<Option<Event>, String> {
         loop {
             if self.row < self.rows {
+                // Errors are about row(), which the caller names.
                 let e = row_event(&self.columns, self.row)?;
                 self.row += 1;
                 return Ok(Some(e));
@@ -380,12 +441,13 @@ impl EventReader {
                     let b = b.map_err(|e| e.to_string())?;
                     self.columns = COLUMNS
                         .iter()
-                        .map(|(n, _, _)| {
+                        .map(|(n, t, _)| {
                             b.column_by_name(n)
-                                .cloned()
                                 .ok_or_else(|| format!("column {n} missing"))
+                                .and_then(|c| conform(n, t, c))
                         })
                         .collect::<Result<_, _>>()?;
+                    self.base += self.rows as u64;
                     self.rows = b.num_rows();
                     self.row = 0;
                 }
@@ -398,20 +460,28 @@ fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
     let s = |n: usize| -> Result<&str, String> {
         let a = col::<StringArray>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {} is null", COLUMNS[n].0));
+            return Err(format!("{} is null", COLUMNS[n].0));
         }
         Ok(a.value(i))
     };
     let i32c = |n: usize| -> Result<i32, String> {
         let a = col::<Int32Array>(b, n)?;
         if a.is_null(i) {
-            return Err(format!("row {i}: {} is null", COLUMNS[n].0));
+            return Err(format!("{} is null", COLUMNS[n].0));
         }
         Ok(a.value(i))
     };
+    // The other columns' values, null checked.
+    fn val<T: 'static + Array>(b: &[ArrayRef], n: usize, i: usize) -> Result<&T, String> {
+        let a = col::<T>(b, n)?;
+        if a.is_null(i) {
+            return Err(format!("{} is null", COLUMNS[n].0));
+        }
+        Ok(a)
+    }
     let comm = |n: usize| -> Result<Comm, String> { Ok(Comm::from_bytes(s(n)?.as_bytes())) };
     let event = s(C_EVENT)?;
-    let t = EventType::from_name(event).ok_or_else(|| format!("row {i}: unknown event {event}"))?;
+    let t = EventType::from_name(event).ok_or_else(|| format!("unknown event {event}"))?;
     let wake = || -> Result<Wake, String> {
         Ok(Wake {
             comm: comm(C_COMM)?,
@@ -425,7 +495,7 @@ fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
             prev_comm: comm(C_PREV_COMM)?,
             prev_pid: i32c(C_PREV_PID)?,
             prev_prio: i32c(C_PREV_PRIO)?,
-            prev_state: col::<Int64Array>(b, C_PREV_STATE)?.value(i),
+            prev_state: val::<Int64Array>(b, C_PREV_STATE, i)?.value(i),
             next_comm: comm(C_NEXT_COMM)?,
             next_pid: i32c(C_NEXT_PID)?,
             next_prio: i32c(C_NEXT_PRIO)?,
@@ -464,7 +534,7 @@ fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
             ret: i32c(C_RET)?,
         },
         EventType::SoftirqEntry | EventType::SoftirqExit => {
-            let vec = col::<UInt32Array>(b, C_VEC)?.value(i);
+            let vec = val::<UInt32Array>(b, C_VEC, i)?.value(i);
             if t == EventType::SoftirqEntry {
                 EventKind::SoftirqEntry { vec }
             } else {
@@ -473,15 +543,15 @@ fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
         }
         EventType::SelectEnter => EventKind::SelectEnter {
             prev_cpu: i32c(C_PREV_CPU)?,
-            wake_flags: col::<UInt32Array>(b, C_WAKE_FLAGS)?.value(i),
+            wake_flags: val::<UInt32Array>(b, C_WAKE_FLAGS, i)?.value(i),
         },
         EventType::SelectExit => EventKind::SelectExit {
             cpu: i32c(C_TARGET_CPU)?,
         },
     };
     Ok(Event {
-        ts: col::<UInt64Array>(b, C_TS_NS)?.value(i),
-        cpu: col::<UInt32Array>(b, C_CPU)?.value(i),
+        ts: val::<UInt64Array>(b, C_TS_NS, i)?.value(i),
+        cpu: val::<UInt32Array>(b, C_CPU, i)?.value(i),
         common_pid: i32c(C_COMMON_PID)?,
         kind,
     })

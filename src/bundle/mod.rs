@@ -218,16 +218,46 @@ pub fn write_bundle(
         leaf.to_string_lossy(),
         std::process::id()
     ));
+    // Those of processes that died mid-write (SIGKILL, an abort) go first.
+    crate::stale::sweep_dirs(parent, ".tmp-");
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir(&tmp).map_err(|e| berr(&tmp, e.to_string()))?;
-    let result = write_into(source, &tmp, &mut opts).and_then(|meta| {
-        fs::rename(&tmp, dest).map_err(|e| berr(dest, e.to_string()))?;
-        Ok(meta)
-    });
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
+    // Removed on any way out but the rename, a panic included.
+    struct Tmp<'a>(Option<&'a Path>);
+    impl Drop for Tmp<'_> {
+        fn drop(&mut self) {
+            if let Some(p) = self.0 {
+                let _ = fs::remove_dir_all(p);
+            }
+        }
     }
-    result
+    let mut guard = Tmp(Some(&tmp));
+    let meta = write_into(source, &tmp, &mut opts)?;
+    // The files are synced (write_into); the directory's entries too, before the rename
+    // makes the bundle visible, and the parent's after it, so a crash leaves no bundle
+    // or a whole one.
+    sync_dir(&tmp)?;
+    fs::rename(&tmp, dest).map_err(|e| berr(dest, e.to_string()))?;
+    guard.0 = None;
+    sync_dir(parent)?;
+    Ok(meta)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), BundleError> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| berr(dir, format!("fsync: {e}")))
+}
+
+/// Writes a file and syncs it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
+    use std::io::Write;
+    fs::File::create(path)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .map_err(|e| berr(path, e.to_string()))
 }
 
 fn write_into(
@@ -257,7 +287,7 @@ fn write_into(
     let meta = build_meta(source.info(), &stats, tally, opts);
     let meta_path = dir.join(META_FILE);
     let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-    fs::write(&meta_path, text + "\n").map_err(|e| berr(&meta_path, e.to_string()))?;
+    write_synced(&meta_path, (text + "\n").as_bytes())?;
     Ok(meta)
 }
 
@@ -317,6 +347,8 @@ pub struct Bundle {
     pub meta: Meta,
     info: SourceInfo,
     events: EventReader,
+    /// The last event's time: rows must not go back in time.
+    last_ts: u64,
 }
 
 pub fn is_bundle(path: &Path) -> bool {
@@ -333,6 +365,23 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
             format!("column {}: {e}", e.column()),
         ))
     })?;
+    // Per-CPU tables are sized by these: hold them to what a kernel can have.
+    crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus").map_err(|w| berr(&p, w))?;
+    if let Some(c) = meta
+        .topology
+        .cpus
+        .iter()
+        .find(|c| c.cpu >= crate::trace::MAX_CPUS)
+    {
+        return Err(berr(
+            &p,
+            format!(
+                "topology lists CPU {}, beyond the {} CPUs a kernel can have",
+                c.cpu,
+                crate::trace::MAX_CPUS
+            ),
+        ));
+    }
     if meta.schema_version != SCHEMA_VERSION {
         return Err(berr(
             &p,
@@ -363,6 +412,7 @@ impl Bundle {
             meta,
             info,
             events,
+            last_ts: 0,
         })
     }
 }
@@ -373,10 +423,36 @@ impl EventSource for Bundle {
     }
 
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        let p = self.dir.join(EVENTS_FILE);
-        self.events
-            .next_event()
-            .map_err(|m| TraceError::malformed(p, Position::Offset(0), m))
+        // Rows are checked as read: every consumer relies on time order and on the CPU
+        // count, and a bundle edited outside sisreplay may break either.
+        let row = self.events.row();
+        let bad = |what: String| {
+            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(row), what)
+        };
+        let e = self.events.next_event().map_err(|m| {
+            TraceError::malformed(
+                self.dir.join(EVENTS_FILE),
+                Position::Row(self.events.row()),
+                m,
+            )
+        })?;
+        if let Some(e) = &e {
+            if e.cpu >= self.meta.nr_cpus {
+                return Err(bad(format!(
+                    "event on CPU {}, but meta.json says the trace has {} CPUs",
+                    e.cpu, self.meta.nr_cpus
+                )));
+            }
+            if e.ts < self.last_ts {
+                return Err(bad(format!(
+                    "ts_ns {} is before the previous row's {}: rows must be in time order \
+                     (sort by ts_ns, stably, before writing a bundle)",
+                    e.ts, self.last_ts
+                )));
+            }
+            self.last_ts = e.ts;
+        }
+        Ok(e)
     }
 
     fn stats(&self) -> ReadStats {

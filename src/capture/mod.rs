@@ -73,6 +73,110 @@ pub struct CaptureOptions {
     /// The command line as the user gave it, for meta.json.
     pub argv: Vec<String>,
     pub stop: Arc<AtomicBool>,
+    /// This program, run as `PROGRAM capture-watchdog` to clean up should the capture
+    /// die without doing so itself (see [`watchdog`]); None runs without one.
+    pub watchdog: Option<PathBuf>,
+}
+
+/// A separate process (its own process group, so a signal to the capture's group does
+/// not reach it) that waits for its standard input to close. The capture holds the other
+/// end: when it ends normally it first writes `done`; when it is SIGKILLed, or aborts, the
+/// kernel closes the pipe with nothing said, and the watchdog cleans up.
+struct Watchdog(Option<(std::process::Child, std::process::ChildStdin)>);
+
+impl Watchdog {
+    fn start(program: Option<&Path>, spool: &Path) -> Watchdog {
+        let Some(program) = program else {
+            return Watchdog(None);
+        };
+        let child = std::process::Command::new(program)
+            .arg("capture-watchdog")
+            .arg(std::process::id().to_string())
+            .arg(spool)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .process_group(0)
+            .spawn();
+        match child {
+            Ok(mut c) => {
+                let stdin = c.stdin.take().expect("piped");
+                Watchdog(Some((c, stdin)))
+            }
+            Err(e) => {
+                eprintln!(
+                    "sisreplay: warning: no watchdog ({}: {e}); should this capture be killed, \
+                     the next one cleans up after it",
+                    program.display()
+                );
+                Watchdog(None)
+            }
+        }
+    }
+
+    /// One line for the watchdog: `workload PGID` or `mounted`.
+    fn tell(&mut self, line: &str) {
+        use std::io::Write;
+        if let Some((_, stdin)) = self.0.as_mut() {
+            let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.tell("done");
+        if let Some((mut child, stdin)) = self.0.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The watchdog's side (`sisreplay capture-watchdog PID SPOOL`): waits for standard input
+/// to close; unless it said `done`, capture PID died without cleaning up: once it is
+/// gone, stops the workload's process group, removes the tracefs instance and probe
+/// events named with PID, the spool directory, and unmounts tracefs if the capture had
+/// mounted it. Says what it did on standard error.
+pub fn watchdog(pid: u32, spool: &Path) {
+    use std::io::Read;
+    let mut said = String::new();
+    let _ = std::io::stdin().read_to_string(&mut said);
+    if said.lines().any(|l| l == "done") {
+        return;
+    }
+    // The pipe closes while the process exits; wait until its files are all closed
+    // (gone, or a zombie) before touching what it held open.
+    for _ in 0..300 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut did = Vec::new();
+    for l in said.lines() {
+        if let Some(pgid) = l
+            .strip_prefix("workload ")
+            .and_then(|p| p.parse::<i32>().ok())
+        {
+            if pgid > 1 && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
+                did.push(format!("killed the workload (process group {pgid})"));
+            }
+        }
+    }
+    let root = Path::new(tracefs::TRACEFS);
+    did.extend(tracefs::remove_leftovers_of(root, pid));
+    if spool.exists() && std::fs::remove_dir_all(spool).is_ok() {
+        did.push(format!("removed {}", spool.display()));
+    }
+    if said.lines().any(|l| l == "mounted") {
+        let _ = std::process::Command::new("umount").arg(root).output();
+        did.push(format!("unmounted {}", root.display()));
+    }
+    for d in did {
+        eprintln!("sisreplay capture-watchdog: capture {pid} died without cleaning up: {d}");
+    }
 }
 
 /// What `--search-latency` records.
@@ -256,7 +360,8 @@ trait Recording {
 }
 
 struct TracefsRecording {
-    inst: tracefs::Instance,
+    /// Taken by stop; dropped (removed) after the readers have closed its pipes.
+    inst: Option<tracefs::Instance>,
     readers: Vec<tracefs::Reader>,
     drain: Arc<AtomicBool>,
     cpus: Vec<u32>,
@@ -267,14 +372,32 @@ struct TracefsRecording {
     _mount: tracefs::Mount,
 }
 
+/// A recording dropped without stop (an error, or a workload that cannot start): the
+/// readers are stopped first, since an instance whose pipes are open cannot be removed.
+impl Drop for TracefsRecording {
+    fn drop(&mut self) {
+        self.drain.store(true, Ordering::Release);
+        for r in self.readers.drain(..) {
+            let _ = r.finish();
+        }
+        drop(self.inst.take());
+    }
+}
+
+impl TracefsRecording {
+    fn inst(&self) -> &tracefs::Instance {
+        self.inst.as_ref().expect("the instance lives until stop")
+    }
+}
+
 impl Recording for TracefsRecording {
     fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError> {
-        self.inst.set_tracing(on)
+        self.inst().set_tracing(on)
     }
     fn progress(&self) -> Option<(u64, u64)> {
         let (mut events, mut lost) = (0, 0);
         for &c in &self.cpus {
-            let s = self.inst.cpu_stats(c)?;
+            let s = self.inst().cpu_stats(c)?;
             events += tracefs::stat(&s, "read events").unwrap_or(0)
                 + tracefs::stat(&s, "entries").unwrap_or(0);
             lost += tracefs::stat(&s, "overrun").unwrap_or(0)
@@ -282,21 +405,22 @@ impl Recording for TracefsRecording {
         }
         Some((events, lost))
     }
-    fn stop(self: Box<Self>) -> Result<Stopped, CaptureError> {
-        let me = *self;
-        me.inst.set_tracing(false)?;
-        me.drain.store(true, Ordering::Release);
+    fn stop(mut self: Box<Self>) -> Result<Stopped, CaptureError> {
+        let inst = self.inst.take().expect("stopped once");
+        inst.set_tracing(false)?;
+        self.drain.store(true, Ordering::Release);
         let mut spools = Vec::new();
         let mut pages = BTreeMap::new();
-        for r in me.readers {
+        for r in std::mem::take(&mut self.readers) {
             let (cpu, spool) = (r.cpu, r.spool.clone());
             pages.insert(cpu, r.finish()?);
             spools.push((cpu, spool));
         }
         let mut counters = BTreeMap::new();
         let mut extra = BTreeMap::new();
+        let me = &*self;
         for &c in &me.cpus {
-            let s = me.inst.cpu_stats(c).unwrap_or_default();
+            let s = inst.cpu_stats(c).unwrap_or_default();
             counters.insert(
                 c,
                 (
@@ -308,9 +432,9 @@ impl Recording for TracefsRecording {
             );
             extra.insert(format!("cpustat.cpu{c}"), s);
         }
-        let clock = me.inst.clock();
-        let instance = me.inst.dir.display().to_string();
-        drop(me.inst);
+        let clock = inst.clock();
+        let instance = inst.dir.display().to_string();
+        drop(inst);
         // The spooled pages are read by the trace.dat page decoder.
         let order = ByteOrder {
             big_endian: cfg!(target_endian = "big"),
@@ -375,27 +499,28 @@ fn start_tracefs(
     let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
     inst.enable(&events)?;
     let cpus = online_cpus();
-    let drain = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for &c in &cpus {
-        readers.push(tracefs::Reader::start(
-            c,
-            inst.pipe(c),
-            spool_dir.join(format!("cpu{c}.pages")),
-            layout.page_size(),
-            drain.clone(),
-        )?);
-    }
-    Ok(Box::new(TracefsRecording {
-        inst,
-        readers,
-        drain,
-        cpus,
+    // Made before the readers start, so that one failing to start stops the others.
+    let mut rec = Box::new(TracefsRecording {
+        inst: Some(inst),
+        readers: Vec::new(),
+        drain: Arc::new(AtomicBool::new(false)),
+        cpus: cpus.clone(),
         layout,
         decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
         _probes: probes,
         _mount: mount,
-    }))
+    });
+    for &c in &cpus {
+        let r = tracefs::Reader::start(
+            c,
+            rec.inst().pipe(c),
+            spool_dir.join(format!("cpu{c}.pages")),
+            layout.page_size(),
+            rec.drain.clone(),
+        )?;
+        rec.readers.push(r);
+    }
+    Ok(rec)
 }
 
 struct PerfRecording {
@@ -407,6 +532,18 @@ struct PerfRecording {
     cpus: Vec<u32>,
     _probes: Option<tracefs::Probes>,
     _mount: tracefs::Mount,
+}
+
+/// A recording dropped without stop: the readers hold the rings, whose perf events
+/// must close before the probes can be removed.
+impl Drop for PerfRecording {
+    fn drop(&mut self) {
+        self.drain.store(true, Ordering::Release);
+        for r in self.readers.drain(..) {
+            let _ = r.finish();
+        }
+        self.rings.clear();
+    }
 }
 
 impl Recording for PerfRecording {
@@ -429,12 +566,12 @@ impl Recording for PerfRecording {
     fn progress(&self) -> Option<(u64, u64)> {
         None
     }
-    fn stop(self: Box<Self>) -> Result<Stopped, CaptureError> {
-        let me = *self;
-        me.drain.store(true, Ordering::Release);
+    fn stop(mut self: Box<Self>) -> Result<Stopped, CaptureError> {
+        self.drain.store(true, Ordering::Release);
+        let me = &mut *self;
         let mut counters = BTreeMap::new();
         let mut streams: Vec<Box<dyn CpuStream>> = Vec::new();
-        for r in me.readers {
+        for r in std::mem::take(&mut me.readers) {
             let (cpu, spool) = (r.cpu, r.spool.clone());
             let bytes = r.finish()?;
             counters.insert(cpu, (bytes, None, 0, 0));
@@ -443,7 +580,7 @@ impl Recording for PerfRecording {
                     .map_err(|e| CaptureError::Tracefs(e.to_string()))?,
             ));
         }
-        for c in me.cpus {
+        for &c in &me.cpus {
             counters.entry(c).or_insert((0, None, 0, 0));
         }
         Ok(Stopped {
@@ -518,6 +655,8 @@ pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
         .to_path_buf();
     std::fs::create_dir_all(&parent)
         .map_err(|e| CaptureError::Usage(format!("{}: {e}", parent.display())))?;
+    // Spools of captures that died (the PID in the name is not running) go first.
+    crate::stale::sweep_dirs(&parent, ".spool-");
     let spool_dir = parent.join(format!(
         ".spool-{}-{}",
         dest.file_name()
@@ -527,8 +666,10 @@ pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
     ));
     std::fs::create_dir_all(&spool_dir)
         .map_err(|e| CaptureError::Usage(format!("{}: {e}", spool_dir.display())))?;
-    let result = record(&opts, root, &spool_dir, &dest, start_utc);
+    let mut watchdog = Watchdog::start(opts.watchdog.as_deref(), &spool_dir);
+    let result = record(&opts, root, &spool_dir, &dest, start_utc, &mut watchdog);
     let _ = std::fs::remove_dir_all(&spool_dir);
+    drop(watchdog);
     result
 }
 
@@ -538,6 +679,7 @@ fn record(
     spool_dir: &Path,
     dest: &Path,
     start_utc: String,
+    watchdog: &mut Watchdog,
 ) -> Result<Meta, CaptureError> {
     let topology = Topology::from_sysfs(Path::new("/sys")).ok();
     let sched_debug = machine::sched_debug();
@@ -545,6 +687,11 @@ fn record(
     // Mounted first: what the kernel offers (kprobe_events, filter functions) is read
     // from tracefs.
     let mount = tracefs::Mount::ensure(root)?;
+    if mount.mounted_here() {
+        watchdog.tell("mounted");
+    }
+    // What captures that died left in tracefs (their PID in the name) goes first.
+    tracefs::recover(root);
     let mut search = search_latency_support(root);
     search.requested = opts.search_latency;
     if opts.search_latency.is_some() && !search.available {
@@ -559,13 +706,26 @@ fn record(
     let tty = std::io::stderr().is_terminal();
     let mut child = match opts.command.split_first() {
         // In a process group of its own, so a shell's children can be stopped with it.
-        Some((prog, args)) => Some(
-            std::process::Command::new(prog)
-                .args(args)
-                .process_group(0)
+        Some((prog, args)) => {
+            let mut cmd = std::process::Command::new(prog);
+            cmd.args(args).process_group(0);
+            // Killed with the capture, should the capture die first (the watchdog stops
+            // its children too).
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            // The recording is dropped on this error, which removes the instance.
+            let ch = cmd
                 .spawn()
-                .map_err(|e| CaptureError::Workload(format!("cannot start {prog}: {e}")))?,
-        ),
+                .map_err(|e| CaptureError::Workload(format!("cannot start {prog}: {e}")))?;
+            watchdog.tell(&format!("workload {}", ch.id()));
+            Some(ch)
+        }
         None => None,
     };
     let mut workload = None;
@@ -681,6 +841,14 @@ fn record(
             },
         )
         .collect();
+    // The kernel counts what it overwrote or dropped (per_cpu stats), which the page
+    // headers' loss counts can fall short of: the larger is the CPU's loss.
+    for c in &record.cpus {
+        let kernel = c.overrun + c.dropped;
+        if kernel > c.lost_records {
+            meta.lost.entry(c.cpu).or_default().events += kernel - c.lost_records;
+        }
+    }
     meta.capture = Some(serde_json::to_value(&record).expect("serialises"));
     bundle::rewrite_meta(dest, &meta)?;
     Ok(meta)

@@ -79,6 +79,11 @@ impl Mount {
         })
     }
 
+    /// Whether this process mounted tracefs (and will unmount it).
+    pub fn mounted_here(&self) -> bool {
+        self.mounted_here
+    }
+
     /// The page layout and the formats of `system/name` events, from the kernel; names
     /// the event that does not exist.
     pub fn formats(
@@ -126,7 +131,9 @@ impl Instance {
     /// Creates the instance with the given per-CPU buffer under a mounted tracefs.
     pub fn create(mount: &Mount, buffer_kb: u32) -> Result<Instance, CaptureError> {
         let root = &mount.root;
-        let dir = root.join(format!("instances/sisreplay-{}", std::process::id()));
+        let dir = root
+            .join("instances")
+            .join(instance_name(std::process::id()));
         fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
         let inst = Instance {
             root: root.clone(),
@@ -179,12 +186,117 @@ impl Drop for Instance {
         for e in &self.events {
             let _ = fs::write(self.dir.join("events").join(e).join("enable"), "0");
         }
-        // rmdir of an instance frees its buffers; retry briefly while readers close.
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                break;
+        remove_instance(&self.dir);
+    }
+}
+
+/// Stops an instance's tracing, disables its events and removes it (which frees its
+/// buffers), retrying briefly while readers close. Whether it is gone.
+fn remove_instance(dir: &Path) -> bool {
+    let _ = fs::write(dir.join("tracing_on"), "0");
+    let _ = fs::write(dir.join("events/enable"), "0");
+    for _ in 0..100 {
+        if fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The name of this process's instance.
+fn instance_name(pid: u32) -> String {
+    format!("sisreplay-{pid}")
+}
+
+/// Removes what the capture of process `pid` made in tracefs: its instance and its probe
+/// events. Returns a line for each thing removed (or that could not be).
+pub fn remove_leftovers_of(root: &Path, pid: u32) -> Vec<String> {
+    let mut done = Vec::new();
+    let inst = root.join("instances").join(instance_name(pid));
+    if inst.exists() {
+        done.push(if remove_instance(&inst) {
+            format!("removed tracefs instance {}", inst.display())
+        } else {
+            format!("could not remove tracefs instance {}", inst.display())
+        });
+    }
+    let file = root.join("kprobe_events");
+    let defined = read_kernel_text(&file).unwrap_or_default();
+    for line in defined.lines() {
+        // `p:sisreplay/select_task_rq_enter_1234 select_task_rq_fair ...`
+        let Some(name) = line
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.split_once(':'))
+            .and_then(|(_, n)| n.strip_prefix(PROBE_GROUP))
+            .and_then(|n| n.strip_prefix('/'))
+        else {
+            continue;
+        };
+        if crate::stale::pid_suffix(name, '_') != Some(pid as i32) {
+            continue;
+        }
+        let _ = fs::write(
+            root.join("events")
+                .join(PROBE_GROUP)
+                .join(name)
+                .join("enable"),
+            "0",
+        );
+        let removed = (0..100).any(|_| {
+            let ok = OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .and_then(|mut f| f.write_all(format!("-:{PROBE_GROUP}/{name}\n").as_bytes()))
+                .is_ok();
+            if !ok {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            ok
+        });
+        done.push(if removed {
+            format!("removed kprobe event {PROBE_GROUP}/{name}")
+        } else {
+            format!("could not remove kprobe event {PROBE_GROUP}/{name}")
+        });
+    }
+    done
+}
+
+/// Finds what captures that are no longer running left in tracefs (an instance
+/// `sisreplay-PID`, probe events `sisreplay/..._PID`, matched by the PID in the name),
+/// and removes it, warning for each. A live capture's are left alone.
+pub fn recover(root: &Path) {
+    let mut pids = std::collections::BTreeSet::new();
+    if let Ok(d) = fs::read_dir(root.join("instances")) {
+        for e in d.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_prefix("sisreplay-")
+                .and_then(|p| p.parse::<i32>().ok())
+            {
+                pids.insert(pid);
+            }
+        }
+    }
+    if let Ok(d) = fs::read_dir(root.join("events").join(PROBE_GROUP)) {
+        for e in d.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = crate::stale::pid_suffix(&name, '_') {
+                pids.insert(pid);
+            }
+        }
+    }
+    for pid in pids {
+        if !crate::stale::left_by_dead(pid) {
+            continue;
+        }
+        for what in remove_leftovers_of(root, pid as u32) {
+            eprintln!(
+                "sisreplay: warning: {what}, left by capture process {pid}, which is no \
+                 longer running"
+            );
         }
     }
 }
@@ -280,38 +392,60 @@ const ARGS: (&str, &str) = ("$arg2", "$arg3");
 /// the instance or through perf.
 pub struct Probes {
     file: PathBuf,
+    /// The events defined so far.
+    names: Vec<String>,
 }
 
 impl Probes {
-    /// The `system/name` of the probe events; the return probe only with `duration`.
-    pub fn events(duration: bool) -> Vec<String> {
-        let mut v = vec![format!("{PROBE_GROUP}/select_task_rq_enter")];
+    /// The names of the probe events, with this process's PID so that a dead capture's
+    /// are recognised; the return probe only with `duration`.
+    pub fn names(duration: bool) -> Vec<String> {
+        let pid = std::process::id();
+        let mut v = vec![format!("select_task_rq_enter_{pid}")];
         if duration {
-            v.push(format!("{PROBE_GROUP}/select_task_rq_exit"));
+            v.push(format!("select_task_rq_exit_{pid}"));
         }
         v
+    }
+
+    /// The `system/name` of the probe events.
+    pub fn events(duration: bool) -> Vec<String> {
+        Probes::names(duration)
+            .into_iter()
+            .map(|n| format!("{PROBE_GROUP}/{n}"))
+            .collect()
     }
 
     /// Defines the entry probe, and with `duration` the return probe too.
     pub fn create(root: &Path, duration: bool) -> Result<Probes, CaptureError> {
         let file = root.join("kprobe_events");
-        if root.join("events").join(PROBE_GROUP).exists() {
+        let names = Probes::names(duration);
+        if let Some(n) = names
+            .iter()
+            .find(|n| root.join("events").join(PROBE_GROUP).join(n).exists())
+        {
             return Err(CaptureError::Tracefs(format!(
-                "{}: kprobe group {PROBE_GROUP} already exists (another sisreplay capture is \
-                 running, or one was killed: `echo '-:{PROBE_GROUP}/*' >> {}` removes it)",
-                root.join("events").join(PROBE_GROUP).display(),
+                "kprobe event {PROBE_GROUP}/{n} already exists (`echo '-:{PROBE_GROUP}/{n}' >> {}` \
+                 removes it)",
                 file.display()
             )));
         }
-        let probes = Probes { file };
+        let mut probes = Probes {
+            file,
+            names: Vec::new(),
+        };
         let (prev, flags) = ARGS;
         probes.append(&format!(
-            "p:{PROBE_GROUP}/select_task_rq_enter {PROBED} prev_cpu={prev}:s32 wake_flags={flags}:u32"
+            "p:{PROBE_GROUP}/{} {PROBED} prev_cpu={prev}:s32 wake_flags={flags}:u32",
+            names[0]
         ))?;
+        probes.names.push(names[0].clone());
         if duration {
             probes.append(&format!(
-                "r:{PROBE_GROUP}/select_task_rq_exit {PROBED} cpu=$retval:s32"
+                "r:{PROBE_GROUP}/{} {PROBED} cpu=$retval:s32",
+                names[1]
             ))?;
+            probes.names.push(names[1].clone());
         }
         Ok(probes)
     }
@@ -331,7 +465,7 @@ impl Drop for Probes {
         // Removal fails while an event is still enabled somewhere; the instance and perf
         // fds are gone by now, but perf releases them asynchronously, so retry briefly.
         let events = self.file.with_file_name("events").join(PROBE_GROUP);
-        for name in ["select_task_rq_exit", "select_task_rq_enter"] {
+        for name in self.names.iter().rev() {
             for _ in 0..50 {
                 if !events.join(name).exists()
                     || self.append(&format!("-:{PROBE_GROUP}/{name}")).is_ok()
@@ -341,5 +475,54 @@ impl Drop for Probes {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probe events are found by the PID in their name and removed through
+    /// kprobe_events only when that PID is not running (a stand-in tracefs directory: the
+    /// machines here have no kprobe_events to try it on).
+    #[test]
+    fn probes_of_dead_captures_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let me = std::process::id();
+        let defined = format!(
+            "p:{PROBE_GROUP}/select_task_rq_enter_{dead} select_task_rq_fair prev_cpu=%si:s32\n\
+             r:{PROBE_GROUP}/select_task_rq_exit_{dead} select_task_rq_fair cpu=$retval:s32\n\
+             p:{PROBE_GROUP}/select_task_rq_enter_{me} select_task_rq_fair prev_cpu=%si:s32\n\
+             p:other/select_task_rq_enter_{dead} select_task_rq_fair\n"
+        );
+        fs::write(r.join("kprobe_events"), &defined).unwrap();
+        for n in [
+            format!("select_task_rq_enter_{dead}"),
+            format!("select_task_rq_exit_{dead}"),
+            format!("select_task_rq_enter_{me}"),
+        ] {
+            fs::create_dir_all(r.join("events").join(PROBE_GROUP).join(n)).unwrap();
+        }
+        fs::create_dir_all(r.join("instances")).unwrap();
+        recover(r);
+        let after = fs::read_to_string(r.join("kprobe_events")).unwrap();
+        let appended: Vec<&str> = after[defined.len()..].lines().collect();
+        assert_eq!(
+            appended,
+            vec![
+                format!("-:{PROBE_GROUP}/select_task_rq_enter_{dead}"),
+                format!("-:{PROBE_GROUP}/select_task_rq_exit_{dead}"),
+            ]
+        );
+        // The names decode as the probe events.
+        assert_eq!(
+            crate::trace::EventType::from_name(&format!("select_task_rq_exit_{dead}")),
+            Some(crate::trace::EventType::SelectExit)
+        );
+        assert_eq!(crate::trace::EventType::from_name("sched_switch_12"), None);
     }
 }

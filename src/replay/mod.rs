@@ -128,6 +128,8 @@ pub enum ReplayError {
     Policy(#[from] PolicyError),
     #[error("decisions file: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Machine(String),
 }
 
 /// Replays with the policies split over `jobs` threads, each reading the trace anew
@@ -265,6 +267,7 @@ pub fn replay(
     mut opts: ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
     let setup = setup(src, meta, &opts)?;
+    let nr_cpus = setup.topo.nr_cpus;
     let mut csv = opts.decisions.take().map(CsvDecisions::new);
     let mut explainer = opts.explain_ts.map(Explainer::at);
     let mut observers: Vec<&mut dyn DecisionObserver> = Vec::new();
@@ -280,6 +283,22 @@ pub fn replay(
         batch.clear();
         if src.next_batch(&mut batch, 4096)? == 0 {
             break;
+        }
+        // A machine smaller than the trace would replay some CPUs' wakeups wrongly.
+        if let Some(e) = batch.iter().find(|e| e.cpu >= nr_cpus) {
+            return Err(ReplayError::Machine(format!(
+                "{}: an event at {} ns is on CPU {}, but the machine has {} CPUs{}",
+                src.info().format,
+                e.ts,
+                e.cpu,
+                nr_cpus,
+                if meta.is_none() && src.info().nr_cpus.is_none() {
+                    " (the trace does not say how many it had: import it first, \
+                     `sisreplay import`, which counts them)"
+                } else {
+                    ""
+                }
+            )));
         }
         replayer.push(batch.drain(..))?;
     }

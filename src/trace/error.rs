@@ -10,6 +10,8 @@ pub enum Position {
     Line(u64),
     /// The n-th record of a stream whose reader does not report byte offsets.
     Record(u64),
+    /// A bundle's events.parquet row, counting from 0.
+    Row(u64),
 }
 
 impl std::fmt::Display for Position {
@@ -18,6 +20,7 @@ impl std::fmt::Display for Position {
             Position::Offset(o) => write!(f, "offset {o:#x}"),
             Position::Line(l) => write!(f, "line {l}"),
             Position::Record(r) => write!(f, "record {r}"),
+            Position::Row(r) => write!(f, "row {r}"),
         }
     }
 }

@@ -190,8 +190,20 @@ impl EventType {
         }
     }
 
+    /// The type of a tracepoint name. The probe events capture defines carry its PID
+    /// (`select_task_rq_enter_1234`), so that what a dead capture left is told apart.
     pub fn from_name(name: &str) -> Option<EventType> {
-        EventType::ALL.into_iter().find(|t| t.name() == name)
+        let probe = |n: &str| -> Option<EventType> {
+            let (base, pid) = n.rsplit_once('_')?;
+            (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
+            [EventType::SelectEnter, EventType::SelectExit]
+                .into_iter()
+                .find(|t| t.name() == base)
+        };
+        EventType::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .or_else(|| probe(name))
     }
 
     pub fn index(self) -> usize {

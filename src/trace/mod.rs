@@ -14,9 +14,23 @@ pub mod tracedat;
 
 pub use error::{Position, Result, TraceError};
 
-/// The largest CPU number a trace may name (the kernel's NR_CPUS limit is 8192); a larger
-/// one is damage, and would otherwise size per-CPU tables.
+/// The most CPUs a trace may claim, and one more than the largest CPU number it may name:
+/// the kernel's largest NR_CPUS, 8192 on x86-64 (arch/x86/Kconfig: `NR_CPUS_RANGE_END` is
+/// 8192 with `CPUMASK_OFFSTACK`, and `MAXSMP` sets `NR_CPUS_DEFAULT` to 8192). A larger
+/// count in a header (perf.data's NRCPUS, `cpus=` or `#P:` of trace text, trace.dat's
+/// CPU count, meta.json's `nr_cpus`) is damage, and would otherwise size per-CPU tables.
 pub const MAX_CPUS: u32 = 8192;
+
+/// Checks a CPU count a file claims against [`MAX_CPUS`]; `what` names the field.
+pub fn check_cpu_count(n: u64, what: &str) -> std::result::Result<u32, String> {
+    if n == 0 || n > MAX_CPUS as u64 {
+        Err(format!(
+            "{what} says {n} CPUs; a kernel has 1 to {MAX_CPUS} (NR_CPUS at most)"
+        ))
+    } else {
+        Ok(n as u32)
+    }
+}
 pub use event::{Comm, Event, EventKind, EventType, Wake};
 pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 

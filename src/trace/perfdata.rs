@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use linux_perf_data::linux_perf_event_reader::{
@@ -25,12 +26,21 @@ use super::tracedat::MAGIC;
 pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
 /// Feature bit of HEADER_EVENT_DESC (perf's header.h).
 const EVENT_DESC_BIT: usize = 12;
+/// Feature bit of HEADER_NRCPUS: {nr_cpus_available, nr_cpus_online}, two u32.
+const NRCPUS_BIT: usize = 7;
+/// PERF_RECORD_COMPRESSED and PERF_RECORD_COMPRESSED2: zstd data, the whole body or
+/// after a u64 size.
+const RECORD_COMPRESSED: u32 = 81;
+const RECORD_COMPRESSED2: u32 = 83;
+/// The most decompressed bytes searched when locating a damaged record.
+const LOCATE_LIMIT: usize = 1 << 30;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
 
 /// Checks the header's own numbers against the file, so that a truncated or damaged file
 /// is reported with the offset that is wrong rather than as a parse failure deep inside.
-fn check_header(path: &Path) -> Result<()> {
+/// Returns the data section as (offset, size).
+fn check_header(path: &Path) -> Result<(u64, u64)> {
     let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map_err(|e| TraceError::io(path, e))?.len();
     if len == 0 {
@@ -93,8 +103,9 @@ fn check_header(path: &Path) -> Result<()> {
         .map_err(|e| TraceError::io(path, e))?;
     // HEADER_EVENT_DESC's entry, if present: its index among the set feature bits.
     let bit_set = |b: usize| h[72 + b / 8] & (1 << (b % 8)) != 0;
-    let event_desc =
-        bit_set(EVENT_DESC_BIT).then(|| (0..EVENT_DESC_BIT).filter(|&b| bit_set(b)).count());
+    let index_of = |bit: usize| bit_set(bit).then(|| (0..bit).filter(|&b| bit_set(b)).count());
+    let event_desc = index_of(EVENT_DESC_BIT);
+    let nrcpus = index_of(NRCPUS_BIT);
     for (i, e) in entries.chunks(16).enumerate() {
         let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
         let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
@@ -126,7 +137,30 @@ fn check_header(path: &Path) -> Result<()> {
             }
         }
     }
-    Ok(())
+    // After the walk above, which checks the sections' bounds first.
+    if let Some(i) = nrcpus {
+        let e = &entries[i * 16..i * 16 + 16];
+        let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
+        let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
+        // Per-CPU tables are sized by it.
+        let mut d = [0u8; 8];
+        if size < 8 {
+            return Err(TraceError::malformed(
+                path,
+                Position::Offset(table + i as u64 * 16),
+                format!("the NRCPUS feature section has {size} bytes, expected 8"),
+            ));
+        }
+        f.seek(SeekFrom::Start(off))
+            .map_err(|e| TraceError::io(path, e))?;
+        f.read_exact(&mut d).map_err(|e| TraceError::io(path, e))?;
+        for (at, what) in [(0usize, "available"), (4, "online")] {
+            let n = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+            super::check_cpu_count(n as u64, &format!("the NRCPUS header ({what})"))
+                .map_err(|w| TraceError::malformed(path, Position::Offset(off + at as u64), w))?;
+        }
+    }
+    Ok((u64_at(40), u64_at(48)))
 }
 
 /// Walks HEADER_EVENT_DESC: {nr, attr_size, nr × {attr, nr_ids, string, ids}}, every
@@ -189,28 +223,176 @@ fn parse_tracing_data(
     Ok((formats, big, comms))
 }
 
+/// The file as the crate reads it, counting where it is: the crate's errors do not say.
+struct Tracked {
+    inner: BufReader<File>,
+    pos: Arc<AtomicU64>,
+}
+
+impl Read for Tracked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Seek for Tracked {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let p = self.inner.seek(to)?;
+        self.pos.store(p, Ordering::Relaxed);
+        Ok(p)
+    }
+}
+
 pub struct PerfData {
     path: PathBuf,
     info: SourceInfo,
-    reader: PerfFileReader<BufReader<File>>,
+    reader: PerfFileReader<Tracked>,
+    /// How far the crate has read the file.
+    pos: Arc<AtomicU64>,
+    /// The data section: (offset, size).
+    data: (u64, u64),
+    /// NRCPUS' nr_cpus_available: no sample is on a CPU beyond it.
+    cpus_available: Option<u32>,
     decoder: Arc<Decoder>,
     lost: Vec<LostWindow>,
     unknown: BTreeMap<String, u64>,
     last_ts: Vec<Option<u64>>,
-    records: u64,
 }
 
-/// An error from the perf.data crate, which does not say where in the file it was.
-fn perf_err(path: &Path, records: u64, e: linux_perf_data::Error) -> TraceError {
-    TraceError::malformed(path, Position::Record(records), format!("perf.data: {e}"))
+/// An error from the perf.data crate, which does not say where in the file it was: at
+/// the offset where its reading stopped (a bad record size: at the header just read).
+fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
+    let (at, where_) = match e {
+        linux_perf_data::Error::InvalidPerfEventSize => (pos.saturating_sub(8), "record header"),
+        _ => (pos, "reading stopped here"),
+    };
+    TraceError::malformed(
+        path,
+        Position::Offset(at),
+        format!("perf.data ({where_}): {e}"),
+    )
+}
+
+/// An error about one record: at its offset when it can be found in the file, otherwise
+/// where the reading had got to (`pos`).
+fn record_err(
+    path: &Path,
+    data: (u64, u64),
+    pos: &AtomicU64,
+    rtype: u32,
+    body: &[u8],
+    what: String,
+) -> TraceError {
+    match locate(path, data, rtype, body) {
+        Some((at, None)) => TraceError::malformed(path, Position::Offset(at), what),
+        Some((at, Some(d))) => TraceError::malformed(
+            path,
+            Position::Offset(at),
+            format!(
+                "{what} (in the zstd-compressed record at this offset; the record starts at \
+                 byte {d:#x} of the decompressed data)"
+            ),
+        ),
+        None => TraceError::malformed(
+            path,
+            Position::Offset(pos.load(Ordering::Relaxed)),
+            format!("{what} (in a record read before this offset)"),
+        ),
+    }
+}
+
+/// Where a record with this type and body is in the file: its header's offset, or for a
+/// record inside zstd-compressed ones, the offset of the compressed record holding its
+/// start and the offset within the decompressed data. None when it is not found.
+fn locate(path: &Path, data: (u64, u64), rtype: u32, body: &[u8]) -> Option<(u64, Option<u64>)> {
+    let mut f = BufReader::new(File::open(path).ok()?);
+    f.seek(SeekFrom::Start(data.0)).ok()?;
+    let end = data.0.checked_add(data.1)?;
+    let is_it =
+        |h: &[u8], b: &[u8]| u32::from_le_bytes(h[0..4].try_into().unwrap()) == rtype && b == body;
+    let mut at = data.0;
+    let mut zstd: Option<zstd::stream::raw::Decoder<'static>> = None;
+    // Decompressed bytes not yet walked, the offset of their first byte in the whole
+    // decompressed stream, and per compressed record where its output started.
+    let (mut out, mut out_at, mut starts) = (Vec::new(), 0u64, Vec::<(u64, u64)>::new());
+    let mut walked = 0u64;
+    while at + 8 <= end {
+        let mut h = [0u8; 8];
+        f.read_exact(&mut h).ok()?;
+        let size = u16::from_le_bytes([h[6], h[7]]) as u64;
+        if size < 8 || at + size > end {
+            return None;
+        }
+        let mut b = vec![0u8; size as usize - 8];
+        f.read_exact(&mut b).ok()?;
+        let t = u32::from_le_bytes(h[0..4].try_into().unwrap());
+        if t == RECORD_COMPRESSED || t == RECORD_COMPRESSED2 {
+            let payload = if t == RECORD_COMPRESSED2 {
+                let n = u64::from_le_bytes(b.get(0..8)?.try_into().unwrap()) as usize;
+                b.get(8..8 + n)?
+            } else {
+                &b[..]
+            };
+            use zstd::stream::raw::Operation;
+            let dec = match zstd.as_mut() {
+                Some(d) => d,
+                None => zstd.insert(zstd::stream::raw::Decoder::new().ok()?),
+            };
+            starts.push((at, out_at + out.len() as u64));
+            let mut input = payload;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let st = dec.run_on_buffers(input, &mut buf).ok()?;
+                out.extend_from_slice(&buf[..st.bytes_written]);
+                input = &input[st.bytes_read..];
+                if out_at as usize + out.len() > LOCATE_LIMIT {
+                    return None;
+                }
+                if input.is_empty() && st.bytes_written < buf.len() {
+                    break;
+                }
+            }
+            // Walk the whole records decompressed so far.
+            let mut p = 0usize;
+            while p + 8 <= out.len() {
+                let rs = u16::from_le_bytes([out[p + 6], out[p + 7]]) as usize;
+                if rs < 8 {
+                    return None;
+                }
+                if p + rs > out.len() {
+                    break;
+                }
+                if is_it(&out[p..p + 8], &out[p + 8..p + rs]) {
+                    let pos = walked + p as u64;
+                    let rec = starts.iter().rev().find(|s| s.1 <= pos).map_or(at, |s| s.0);
+                    return Some((rec, Some(pos)));
+                }
+                p += rs;
+            }
+            walked += p as u64;
+            out_at += p as u64;
+            out.drain(..p);
+        } else if is_it(&h, &b) {
+            return Some((at, None));
+        }
+        at += size;
+    }
+    None
 }
 
 impl PerfData {
     pub fn open(path: &Path) -> Result<PerfData> {
-        check_header(path)?;
+        let data = check_header(path)?;
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let reader = PerfFileReader::parse_file(BufReader::with_capacity(1 << 18, f))
-            .map_err(|e| perf_err(path, 0, e))?;
+        let pos = Arc::new(AtomicU64::new(0));
+        let tracked = Tracked {
+            inner: BufReader::with_capacity(1 << 18, f),
+            pos: pos.clone(),
+        };
+        let reader = PerfFileReader::parse_file(tracked)
+            .map_err(|e| perf_err(path, pos.load(Ordering::Relaxed), e))?;
         let pf = &reader.perf_file;
         let tracepoints = pf
             .event_attributes()
@@ -243,6 +425,7 @@ impl PerfData {
                 Some(_) => "perf.data (zstd)".into(),
                 None => "perf.data".into(),
             },
+            // check_header held it to MAX_CPUS.
             nr_cpus: pf.nr_cpus().ok().flatten().map(|n| n.nr_cpus_available),
             kernel_release: pf.os_release().ok().flatten().map(str::to_string),
             clock: Some("perf".into()),
@@ -265,15 +448,18 @@ impl PerfData {
                 info.extra.insert("perf_cmdline".into(), c.join(" "));
             }
         }
+        let cpus_available = info.nr_cpus;
         Ok(PerfData {
             path: path.into(),
             info,
             reader,
+            pos,
+            data,
+            cpus_available,
             decoder: Arc::new(Decoder::new(&formats, big)),
             lost: Vec::new(),
             unknown: BTreeMap::new(),
             last_ts: Vec::new(),
-            records: 0,
         })
     }
 
@@ -300,8 +486,7 @@ impl EventSource for PerfData {
             } = &mut self.reader;
             let rec = record_iter
                 .next_record(perf_file)
-                .map_err(|e| perf_err(&self.path, self.records, e))?;
-            self.records += 1;
+                .map_err(|e| perf_err(&self.path, self.pos.load(Ordering::Relaxed), e))?;
             let Some(rec) = rec else { return Ok(None) };
             let PerfFileRecord::EventRecord { record, .. } = rec else {
                 continue;
@@ -337,15 +522,15 @@ impl EventSource for PerfData {
             if rtype != RecordType::SAMPLE {
                 continue;
             }
+            let body = record.data.as_slice();
             let sample = match record.parse() {
                 Ok(EventRecord::Sample(s)) => s,
                 Ok(_) => continue,
                 Err(e) => {
-                    return Err(TraceError::malformed(
-                        &self.path,
-                        Position::Record(self.records),
-                        format!("sample record: {e}"),
-                    ))
+                    let what = format!("sample record: {e}");
+                    return Err(record_err(
+                        &self.path, self.data, &self.pos, rtype.0, &body, what,
+                    ));
                 }
             };
             let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu)
@@ -353,23 +538,31 @@ impl EventSource for PerfData {
                 continue;
             };
             if cpu >= super::MAX_CPUS {
-                return Err(TraceError::malformed(
-                    &self.path,
-                    Position::Record(self.records),
-                    format!(
-                        "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
-                        super::MAX_CPUS
-                    ),
+                let what = format!(
+                    "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
+                    super::MAX_CPUS
+                );
+                return Err(record_err(
+                    &self.path, self.data, &self.pos, rtype.0, &body, what,
+                ));
+            }
+            if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
+                let what =
+                    format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
+                return Err(record_err(
+                    &self.path, self.data, &self.pos, rtype.0, &body, what,
                 ));
             }
             let raw = raw.as_slice();
-            let decoded = self.decoder.decode(&raw).map_err(|e| {
-                TraceError::malformed(
-                    &self.path,
-                    Position::Record(self.records),
-                    format!("tracepoint payload of the sample: {}", e.0),
-                )
-            })?;
+            let decoded = match self.decoder.decode(&raw) {
+                Ok(d) => d,
+                Err(e) => {
+                    let what = format!("tracepoint payload of the sample: {}", e.0);
+                    return Err(record_err(
+                        &self.path, self.data, &self.pos, rtype.0, &body, what,
+                    ));
+                }
+            };
             match decoded {
                 Decoded::Known { common_pid, kind } => {
                     self.note_ts(cpu, ts);

@@ -31,6 +31,27 @@ pub struct TextTrace {
     stats: ReadStats,
     last_ts: BTreeMap<u32, u64>,
     flavour: Option<Flavour>,
+    /// Lines read ahead by `open` while looking for the CPU count in the header.
+    ahead: std::collections::VecDeque<std::io::Result<String>>,
+    /// trace-cmd's `cpus=N`: the number of per-CPU buffers, so no event is on CPU N or
+    /// beyond. (tracefs' `#P:N` counts the online CPUs, which need not be numbered
+    /// 0..N, so it is only where the count starts.)
+    buffers: Option<u32>,
+}
+
+/// Lines `open` reads looking for the header's CPU count before the first event line.
+const HEADER_LINES: usize = 64;
+
+/// The CPU count of a header line: `cpus=N` (trace-cmd report) or `... #P:N` (the
+/// tracefs trace file); whether it is trace-cmd's buffer count.
+fn header_cpus(line: &str) -> Option<(&str, bool)> {
+    if let Some(n) = line.strip_prefix("cpus=") {
+        return Some((n.trim(), true));
+    }
+    let at = line.strip_prefix('#')?.find("#P:")?;
+    let n = &line[1 + at + 3..];
+    let end = n.find(|c: char| !c.is_ascii_digit()).unwrap_or(n.len());
+    Some((&n[..end], false))
 }
 
 /// Splits `prev_state` text (`S`, `R+`, `D|K`, or a raw number) into the TASK_REPORT value.
@@ -394,7 +415,7 @@ fn split_line(line: &str) -> Option<Line<'_>> {
 impl TextTrace {
     pub fn open(path: &Path) -> Result<TextTrace> {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        Ok(TextTrace {
+        let mut t = TextTrace {
             path: path.into(),
             lines: BufReader::with_capacity(1 << 16, f).lines(),
             lineno: 0,
@@ -405,7 +426,41 @@ impl TextTrace {
             stats: ReadStats::default(),
             last_ts: BTreeMap::new(),
             flavour: None,
-        })
+            ahead: Default::default(),
+            buffers: None,
+        };
+        // The CPU count is in the header, before the first event: read it now, so that
+        // a consumer sizing the machine from info() sees it (the lines are kept).
+        while t.ahead.len() < HEADER_LINES {
+            let Some(line) = t.lines.next() else { break };
+            let header = match &line {
+                Ok(l) => {
+                    let l = l.trim();
+                    if let Some((n, buffers)) = header_cpus(l) {
+                        let pos = Position::Line(t.ahead.len() as u64 + 1);
+                        let n = num::<u64>(n)
+                            .ok_or_else(|| format!("CPU count {n:?} is not a number"))
+                            .and_then(|n| super::check_cpu_count(n, "the header"))
+                            .map_err(|what| TraceError::malformed(path, pos, what))?;
+                        t.info.nr_cpus = Some(n);
+                        if buffers {
+                            t.buffers = Some(n);
+                        }
+                    }
+                    l.is_empty()
+                        || l.starts_with('#')
+                        || l.starts_with("cpus=")
+                        || l.starts_with("version =")
+                        || l.starts_with("CPU ") && l.ends_with("is empty")
+                }
+                Err(_) => false,
+            };
+            t.ahead.push_back(line);
+            if !header {
+                break;
+            }
+        }
+        Ok(t)
     }
 
     fn error(&self, what: String) -> TraceError {
@@ -442,7 +497,7 @@ impl EventSource for TextTrace {
 
     fn next_event(&mut self) -> Result<Option<Event>> {
         loop {
-            let Some(line) = self.lines.next() else {
+            let Some(line) = self.ahead.pop_front().or_else(|| self.lines.next()) else {
                 // A loss line's window closes at the first later event on its CPU.
                 return Ok(None);
             };
@@ -459,7 +514,12 @@ impl EventSource for TextTrace {
                 continue;
             }
             if let Some(n) = t.strip_prefix("cpus=") {
-                self.info.nr_cpus = num(n);
+                let n = num::<u64>(n.trim())
+                    .ok_or_else(|| format!("CPU count {n:?} is not a number"))
+                    .and_then(|n| super::check_cpu_count(n, "cpus="))
+                    .map_err(|what| self.error(what))?;
+                self.info.nr_cpus = Some(n);
+                self.buffers = Some(n);
                 continue;
             }
             if t.starts_with("version =") || t.starts_with("CPU ") && t.ends_with("is empty") {
@@ -494,6 +554,16 @@ impl EventSource for TextTrace {
                     truncate(l.body)
                 ))
             })?;
+            if let Some(n) = self.buffers.filter(|&n| l.cpu >= n) {
+                return Err(self.error(format!(
+                    "event on CPU {}, but the header's cpus={n} says the trace has {n} CPU buffers",
+                    l.cpu
+                )));
+            }
+            if self.info.nr_cpus.is_some_and(|n| l.cpu >= n) {
+                // `#P:` counted the online CPUs; this one was numbered beyond them.
+                self.info.nr_cpus = Some(l.cpu + 1);
+            }
             self.info
                 .comms
                 .entry(l.pid)
