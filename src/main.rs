@@ -692,6 +692,7 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     print!("{}", replay::text::summary(&input, &r));
+    print!("{}", kernel_sis_text(meta.as_ref(), &r));
     if let (Some(ts), true) = (explain, r.explained.is_empty()) {
         println!("\nno replayed wakeup at {ts} ns; --decisions FILE.csv lists their timestamps");
     }
@@ -798,6 +799,7 @@ fn run_report(args: ReportArgs) -> ExitCode {
 fn run_fidelity(args: FidelityArgs) -> ExitCode {
     use sisreplay::replay::{replay, ReplayOptions};
     let mut rows = Vec::new();
+    let mut metas = Vec::new();
     for input in &args.inputs {
         let (mut src, meta) = match sisreplay::input::open(input) {
             Ok(i) => (i.source, i.meta),
@@ -808,7 +810,9 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
             as_kernel: args.as_kernel.clone(),
             ..Default::default()
         };
-        match replay(src.as_mut(), meta.as_ref(), opts) {
+        let r = replay(src.as_mut(), meta.as_ref(), opts);
+        metas.push(meta);
+        match r {
             Ok(r) => rows.push((
                 input
                     .file_name()
@@ -822,9 +826,11 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
     if args.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(n, r)| {
+            .zip(&metas)
+            .map(|((n, r), meta)| {
                 serde_json::json!({
                     "trace": n,
+                    "kernel_sis": meta.as_ref().and_then(sisreplay::metrics::kernel_sis::measured),
                     "as_kernel": r.as_kernel,
                     "fidelity": r.policies.iter().find_map(|p| p.fidelity.as_ref()),
                     "skipped": r.skipped,
@@ -836,8 +842,27 @@ fn run_fidelity(args: FidelityArgs) -> ExitCode {
         println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
     } else {
         print!("{}", sisreplay::report::fidelity::table(&rows));
+        for ((name, r), meta) in rows.iter().zip(&metas) {
+            let t = kernel_sis_text(meta.as_ref(), r);
+            if !t.is_empty() {
+                print!("\n{name}:{t}");
+            }
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// The kernel's measured SIS counters beside the traced policy's model, when the bundle's
+/// kernel exported them (the rig's sis-stats patch); nothing otherwise.
+fn kernel_sis_text(meta: Option<&bundle::Meta>, r: &sisreplay::replay::ReplayResult) -> String {
+    use sisreplay::metrics::kernel_sis;
+    let (Some(m), Some(p)) = (
+        meta.and_then(kernel_sis::measured),
+        r.policies.iter().find(|p| p.policy == r.as_kernel),
+    ) else {
+        return String::new();
+    };
+    format!("\n{}", kernel_sis::text(&m, &p.policy, &p.counters))
 }
 
 /// Threads to use: as asked, else one per CPU available.

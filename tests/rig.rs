@@ -185,3 +185,61 @@ fn rig_script_check_builds_a_working_initramfs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown topology 3x3"));
 }
+
+/// The kernel-build mode's --check, never the build: Debian's linux-source-6.1 resolves,
+/// every kernel of traces/rig/kernel/kernels.txt has its patch series apply in order, and
+/// olddefconfig keeps every option of the guest config; every series is in one of those
+/// kernels; then the rig builds its initramfs for a kernel with the virtio drivers built in.
+#[test]
+fn rig_script_check_of_a_kernel_built_from_source() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let list = std::fs::read_to_string(format!("{root}/traces/rig/kernel/kernels.txt")).unwrap();
+    let names: Vec<&str> = list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(names.contains(&"sis-stats+noinline"), "{names:?}");
+    for e in std::fs::read_dir(format!("{root}/traces/rig/patches")).unwrap() {
+        let series = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            names.iter().any(|n| n.split('+').any(|s| s == series)),
+            "series {series} is in no kernel of kernels.txt"
+        );
+    }
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/kernel/build.sh"))
+        .arg("--check")
+        .args(&names)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    for n in &names {
+        assert!(err.contains(&format!("--check: {n}: ")), "{n}: {err}");
+    }
+    assert!(err.contains("config accepted"), "{err}");
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/rig.sh"))
+        .args([
+            "--check",
+            "--kernel",
+            "sis-stats+noinline",
+            "--topology",
+            "2x4",
+            "--bin",
+        ])
+        .arg(env!("CARGO_BIN_EXE_sisreplay"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("--check: inputs are in place"), "{err}");
+    // A series that does not exist is refused before anything is unpacked.
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/kernel/build.sh"))
+        .args(["--check", "no-such-series"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -3,6 +3,7 @@
 //! traffic, and agreement with the recorded placements; and what the trace itself shows.
 
 pub mod calibration;
+pub mod kernel_sis;
 pub mod observed;
 pub mod windows;
 

@@ -7,10 +7,19 @@
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
 #                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
+#                     [--kernel NAME]
 #
 # Needs root (apt-get) the first time; the kernel and its modules are cached in
 # target/rig-cache/. --check validates the inputs (packages, kernel, binary, topology)
 # and builds the initramfs without booting.
+#
+# --kernel NAME boots a kernel built from Debian's linux-source-6.1 by
+# traces/rig/kernel/build.sh instead of the packaged one: `stock`, or patch series of
+# traces/rig/patches/ joined by `+` (`sis-stats+noinline`). It is built first if it is not
+# cached (long: see traces/rig/kernel/README.md); with --check it is only checked (the
+# patches apply, the config is accepted), not built. Such a kernel has the virtio drivers
+# built in (no modules are loaded), boots with `schedstats=enable`, and its results go to
+# traces/rig/kernel-NAME/TOPOLOGY/.
 #
 # Why TCG: /dev/kvm on these machines is a software hypervisor a stock kernel cannot
 # boot under. Timing under TCG is not hardware timing; the rig is for trace structure:
@@ -29,6 +38,7 @@ only_settings=sis_util,no_limit,sis_prop
 search=1
 guest_timeout=1200
 bin=$top/target/release/sisreplay
+kernel=
 # Feature settings: bundle suffix and what is written to sched/features.
 settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP")
 # Workloads: name, what --search-latency records, command. hackbench saturates the
@@ -55,7 +65,8 @@ while [ $# -gt 0 ]; do
         --no-search-latency) search=0 ;;
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --kernel) kernel=$2; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -90,9 +101,20 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
 fi
 
-# The kernel: the image linux-image-amd64 names, fetched once.
+# The kernel: built from source with --kernel, else the image linux-image-amd64 names,
+# fetched once.
 mkdir -p "$cache"
-if [ ! -f "$cache/vmlinuz" ]; then
+append="console=ttyS0 quiet panic=-1 loglevel=3"
+if [ -n "$kernel" ]; then
+    if [ $check = 1 ]; then
+        bash "$top/traces/rig/kernel/build.sh" --check "$kernel"
+    else
+        vmlinuz=$(bash "$top/traces/rig/kernel/build.sh" "$kernel" | tail -1)
+        release=$(sed -n 's/^release=//p' "$(dirname "$vmlinuz")/info")
+    fi
+    append="$append schedstats=enable"
+    out=$out/kernel-$kernel
+elif [ ! -f "$cache/vmlinuz" ]; then
     pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [ -n "$pkg" ] || { echo "rig.sh: apt-cache names no kernel for linux-image-amd64 (run apt-get update)" >&2; exit 1; }
     (cd "$cache" && rm -rf deb root && mkdir deb && cd deb && apt-get download "$pkg" > /dev/null)
@@ -100,8 +122,11 @@ if [ ! -f "$cache/vmlinuz" ]; then
     cp "$cache"/root/boot/vmlinuz-* "$cache/vmlinuz"
     ls "$cache"/root/lib/modules > "$cache/release"
 fi
-release=$(cat "$cache/release")
-moddir=$cache/root/lib/modules/$release/kernel
+if [ -z "$kernel" ]; then
+    vmlinuz=$cache/vmlinuz
+    release=$(cat "$cache/release")
+    moddir=$cache/root/lib/modules/$release/kernel
+fi
 
 [ -x "$bin" ] || (cd "$top" && cargo build --release --quiet)
 
@@ -123,7 +148,7 @@ copy_with_libs() {
 copy_with_libs "$bin"
 copy_with_libs "$(command -v hackbench)"
 copy_with_libs "$(command -v perf)"
-for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_legacy_dev \
+[ -n "$kernel" ] || for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_legacy_dev \
          virtio/virtio_pci_modern_dev virtio/virtio_pci block/virtio_blk; do
     f=$(ls "$moddir/drivers/$m.ko"* 2>/dev/null | head -1)
     [ -n "$f" ] || { echo "rig.sh: module $m not in $moddir" >&2; exit 1; }
@@ -141,7 +166,8 @@ done
     echo 'mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev'
     echo 'mount -t tmpfs tmp /tmp; mount -t tmpfs out /out'
     echo 'mount -t debugfs debugfs /sys/kernel/debug; mount -t tracefs tracefs /sys/kernel/tracing'
-    echo 'for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do insmod /modules/$m.ko; done'
+    [ -n "$kernel" ] ||
+        echo 'for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do insmod /modules/$m.ko; done'
     echo 'F=/sys/kernel/debug/sched/features'
     echo 'echo "rig: $(uname -r), $(nproc) CPUs, features: $(cat $F)"'
     echo 'cat /sys/kernel/debug/sched/features > /out/features-default.txt'
@@ -171,10 +197,12 @@ done
 } > "$rd/init"
 chmod +x "$rd/init"
 (cd "$rd" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
-echo "rig.sh: kernel $release, initramfs $(du -h "$work/initrd.gz" | cut -f1), topology $topology, backends $backends" >&2
+echo "rig.sh: kernel ${release:-$kernel (not built)}, initramfs $(du -h "$work/initrd.gz" | cut -f1), topology $topology, backends $backends" >&2
 if [ $check = 1 ]; then
     # The guest runs these: each must be in the initramfs and start there.
-    for f in init usr/bin/sisreplay usr/bin/hackbench usr/bin/perf bin/busybox modules/virtio_blk.ko; do
+    mods=modules/virtio_blk.ko
+    [ -z "$kernel" ] || mods=
+    for f in init usr/bin/sisreplay usr/bin/hackbench usr/bin/perf bin/busybox $mods; do
         [ -e "$rd/$f" ] || { echo "rig.sh: --check: $f missing from the initramfs" >&2; exit 1; }
     done
     chroot "$rd" /usr/bin/sisreplay --version > /dev/null ||
@@ -194,8 +222,8 @@ start=$(date +%s)
 mkdir -p "$out/$topology"
 # shellcheck disable=SC2086
 timeout "$guest_timeout" qemu-system-x86_64 -accel tcg,thread=multi $smp $mem $numa \
-    -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1 loglevel=3" \
+    -kernel "$vmlinuz" -initrd "$work/initrd.gz" \
+    -append "$append" \
     -drive file="$work/out.img",format=raw,if=virtio \
     -display none -serial file:"$out/$topology/console.log" -no-reboot ||
     echo "rig.sh: the guest did not power off within $guest_timeout s (console: $out/$topology/console.log)" >&2

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Builds an x86-64 bzImage for the rig's QEMU guest from Debian's linux-source-6.1 package,
+# with a patch series applied, and caches it.
+#
+#   traces/rig/kernel/build.sh [--jobs N] NAME
+#   traces/rig/kernel/build.sh --check NAME...
+#
+# NAME is `stock` (no patches) or patch series joined by `+` (`sis-stats+noinline`); each
+# series is traces/rig/patches/<series>/*.patch, applied in file-name order, the series in
+# the order named. The config is `make tinyconfig` with traces/rig/kernel/guest.config
+# merged over it and `make olddefconfig`; nothing is built as a module.
+#
+# The image goes to target/rig-cache/kernel/images/NAME-KEY/bzImage, KEY a hash of the
+# source package version, the config fragment and the patches; an image already there is
+# not rebuilt. The last line printed on stdout is the path of the bzImage.
+#
+# --check: the packages resolve, every patch of each NAME applies (on a copy of the files
+# it touches, in order, without touching the build tree) and olddefconfig keeps every
+# option of the fragment; nothing is built.
+#
+# The build runs under `nice -n 19` with -j2 (--jobs to change). The source is unpacked once
+# into target/rig-cache/kernel/linux-source-6.1 (kept pristine) and hard-linked into a build
+# tree whose patched files are swapped when NAME changes, so a second kernel rebuilds only
+# what its patches touch.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../../.." && pwd)
+here=$top/traces/rig/kernel
+patchdir=$top/traces/rig/patches
+cache=$top/target/rig-cache/kernel
+fragment=$here/guest.config
+check=0
+jobs=2
+name=
+names=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --check) check=1 ;;
+        --jobs) jobs=$2; shift ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -*) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+        *) names+=("$1") ;;
+    esac
+    shift
+done
+[ ${#names[@]} -gt 0 ] || { echo "build.sh: NAME needed (stock, or series joined by +)" >&2; exit 2; }
+[ $check = 1 ] || [ ${#names[@]} = 1 ] || { echo "build.sh: one NAME only, except with --check" >&2; exit 2; }
+
+# The patches of NAME, in order, into patches[].
+series_patches() {
+local name=$1 s p n series
+patches=()
+if [ "$name" != stock ]; then
+    IFS=+ read -r -a series <<< "$name"
+    for s in "${series[@]}"; do
+        [ -d "$patchdir/$s" ] || { echo "build.sh: no patch series $s in $patchdir" >&2; exit 2; }
+        n=0
+        for p in "$patchdir/$s"/*.patch; do
+            [ -f "$p" ] || continue
+            patches+=("$p"); n=$((n + 1))
+        done
+        [ $n -gt 0 ] || { echo "build.sh: series $s has no *.patch" >&2; exit 2; }
+    done
+fi
+}
+for n in "${names[@]}"; do series_patches "$n"; done
+
+# The tools and the source package.
+need=()
+dpkg -s linux-source-6.1 > /dev/null 2>&1 || need+=(linux-source-6.1)
+for t in gcc:gcc make:make flex:flex bison:bison bc:bc xz:xz-utils patch:patch; do
+    command -v "${t%%:*}" > /dev/null || need+=("${t#*:}")
+done
+dpkg -s libelf-dev > /dev/null 2>&1 || need+=(libelf-dev)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "build.sh: installing ${need[*]}" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" > /dev/null
+fi
+version=$(dpkg-query -W -f='${Version}' linux-source-6.1)
+tarball=/usr/src/linux-source-6.1.tar.xz
+[ -f "$tarball" ] || { echo "build.sh: $tarball missing (linux-source-6.1 $version)" >&2; exit 1; }
+
+# The pristine source, unpacked once per package version.
+src=$cache/linux-source-6.1
+mkdir -p "$cache"
+if [ "$(cat "$src/.rig-version" 2>/dev/null)" != "$version" ]; then
+    echo "build.sh: unpacking linux-source-6.1 $version" >&2
+    rm -rf "$src" "$cache/tree" "$cache/build" "$cache/applied"
+    tar -xf "$tarball" -C "$cache"
+    echo "$version" > "$src/.rig-version"
+fi
+
+# Files a patch touches (p1 paths).
+touched() {
+    sed -n -e 's#^--- a/\([^\t ]*\).*#\1#p' -e 's#^+++ b/\([^\t ]*\).*#\1#p' "$@" | sort -u
+}
+
+# Applies the patches in order on a copy of the files they touch, taken from the pristine
+# source; prints patch's complaints and fails on the first patch that does not apply.
+dry_run() {
+    local d=$1 f p
+    [ ${#patches[@]} -gt 0 ] || return 0
+    for f in $(touched "${patches[@]}"); do
+        if [ -f "$src/$f" ]; then mkdir -p "$d/$(dirname "$f")"; cp "$src/$f" "$d/$f"; fi
+    done
+    for p in "${patches[@]}"; do
+        patch -p1 -s -N --fuzz=0 -d "$d" < "$p" > "$d.log" 2>&1 ||
+            { echo "build.sh: ${p#"$top"/} does not apply:" >&2; cat "$d.log" >&2; return 1; }
+    done
+}
+
+# The config for output directory $1, from the pristine source: tinyconfig, the fragment,
+# olddefconfig; fails naming every fragment option olddefconfig did not keep.
+configure() {
+    local out=$1 line missing=()
+    mkdir -p "$out"
+    make -s -C "$src" O="$out" ARCH=x86_64 tinyconfig > "$out/config.log" 2>&1
+    "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$fragment" >> "$out/config.log" 2>&1
+    echo "CONFIG_LOCALVERSION=\"-rig-$name\"" >> "$out/.config"
+    make -s -C "$src" O="$out" ARCH=x86_64 olddefconfig >> "$out/config.log" 2>&1
+    while read -r line; do
+        case $line in CONFIG_*) grep -qxF "$line" "$out/.config" || missing+=("$line") ;; esac
+    done < "$fragment"
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "build.sh: olddefconfig did not keep: ${missing[*]}" >&2
+        return 1
+    fi
+    if grep -q '=m$' "$out/.config"; then
+        echo "build.sh: the config builds modules: $(grep '=m$' "$out/.config" | tr '\n' ' ')" >&2
+        return 1
+    fi
+}
+
+name=${names[0]}
+series_patches "$name"
+key=$( { echo "$version"; cat "$fragment"; for p in "${patches[@]}"; do basename "$p"; cat "$p"; done; } |
+       sha256sum | cut -c1-12)
+image=$cache/images/$name-$key
+
+if [ $check = 1 ]; then
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    for n in "${names[@]}"; do
+        series_patches "$n"
+        dry_run "$work/tree-$n"
+        echo "build.sh: --check: $n: ${#patches[@]} patches apply" >&2
+    done
+    configure "$work/build"
+    echo "build.sh: --check: linux-source-6.1 $version, config accepted ($(grep -c '=y$' "$work/build/.config") options set); not building" >&2
+    exit 0
+fi
+
+if [ -f "$image/bzImage" ]; then
+    echo "build.sh: cached: $name ($key)" >&2
+    echo "$image/bzImage"
+    exit 0
+fi
+
+# The build tree: the pristine source hard-linked, with the files of the previously applied
+# patches put back (as new files, so make sees them change) before this NAME's are applied.
+tree=$cache/tree
+if [ ! -d "$tree" ]; then
+    cp -al "$src" "$tree"
+    rm -rf "$cache/applied"
+fi
+mkdir -p "$cache/applied"
+prev=("$cache"/applied/*.patch)
+if [ -f "${prev[0]}" ]; then
+    for f in $(touched "${prev[@]}"); do
+        rm -f "$tree/$f"
+        if [ -f "$src/$f" ]; then cp "$src/$f" "$tree/$f"; fi
+    done
+    rm -f "$cache"/applied/*.patch
+fi
+i=0
+for p in "${patches[@]}"; do
+    i=$((i + 1))
+    # Recorded before applying, so a half-applied patch is undone next time.
+    cp "$p" "$cache/applied/$(printf %02d $i)-$(basename "$p")"
+    # patch replaces each file it changes with a new one: the hard link to the pristine
+    # source is broken, not written through.
+    patch -p1 -s -N --fuzz=0 -d "$tree" < "$p" || { echo "build.sh: ${p#"$top"/} does not apply" >&2; exit 1; }
+done
+
+build=$cache/build
+configure "$build.new"
+if ! cmp -s "$build.new/.config" "$build/.config" 2>/dev/null; then
+    mkdir -p "$build"
+    cp "$build.new/.config" "$build/.config"
+fi
+rm -rf "$build.new"
+mkdir -p "$image.tmp"
+echo "build.sh: building $name ($key) with -j$jobs; log in ${image#"$top"/}.tmp/build.log" >&2
+start=$(date +%s)
+if ! nice -n 19 make -C "$tree" O="$build" ARCH=x86_64 -j"$jobs" bzImage > "$image.tmp/build.log" 2>&1; then
+    tail -30 "$image.tmp/build.log" >&2
+    echo "build.sh: the build failed (log: $image.tmp/build.log)" >&2
+    exit 1
+fi
+secs=$(( $(date +%s) - start ))
+cp "$build/arch/x86/boot/bzImage" "$build/.config" "$build/System.map" "$image.tmp/"
+{
+    echo "name=$name"
+    echo "source=linux-source-6.1 $version"
+    echo "release=$(cat "$build/include/config/kernel.release")"
+    echo "build_seconds=$secs"
+    echo "jobs=$jobs"
+    for p in "${patches[@]}"; do echo "patch=${p#"$top"/}"; done
+} > "$image.tmp/info"
+rm -rf "$image"
+mv "$image.tmp" "$image"
+echo "build.sh: built $name in $secs s" >&2
+echo "$image/bzImage"
