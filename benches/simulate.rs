@@ -63,7 +63,8 @@ fn main() {
         sisreplay::bundle::ImportOptions {
             topology: Some(topology.clone()),
             source_path: std::path::Path::new("bench"),
-            capture: None,
+            provenance: sisreplay::bundle::Provenance::Import,
+            sched_features: None,
             progress: None,
         },
     )

@@ -440,7 +440,8 @@ fn import(args: ImportArgs) -> ExitCode {
         ImportOptions {
             topology,
             source_path: &file,
-            capture: None,
+            provenance: bundle::Provenance::Import,
+            sched_features: None,
             progress: Some(&mut progress),
         },
     );
@@ -568,27 +569,27 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                 );
                 return workload_status(&meta);
             }
-            let cap = meta.capture.as_ref();
+            let cap = meta.provenance.capture();
             println!(
                 "{} events in {:.2} s, {} lost",
                 meta.events,
-                cap.and_then(|c| c["duration_s"].as_f64()).unwrap_or(0.0),
+                cap.map_or(0.0, |c| c.duration_s),
                 meta.lost_total()
             );
-            if let Some(cpus) = cap.and_then(|c| c["cpus"].as_array()) {
-                for c in cpus {
-                    println!(
-                        "  CPU {:>3}: {:>10} events, {} overrun, {} dropped",
-                        c["cpu"], c["events"], c["overrun"], c["dropped"]
-                    );
-                }
-            }
-            if let Some(w) = cap.and_then(|c| c.get("workload")).filter(|w| !w.is_null()) {
+            for c in cap.iter().flat_map(|c| &c.cpus) {
                 println!(
-                    "workload: exit {} after {:.2} s",
-                    w["exit_code"],
-                    w["wall_s"].as_f64().unwrap_or(0.0)
+                    "  CPU {:>3}: {:>10} events, {} overrun, {} dropped",
+                    c.cpu, c.events, c.overrun, c.dropped
                 );
+            }
+            if let Some(w) = cap.and_then(|c| c.workload.as_ref()) {
+                let how = match (w.exit_code, w.signal) {
+                    _ if w.stopped_by_capture => "stopped by capture".to_string(),
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, Some(s)) => format!("killed by signal {s}"),
+                    (None, None) => "ended".into(),
+                };
+                println!("workload: {how} after {:.2} s", w.wall_s);
             }
             workload_status(&meta)
         }
@@ -599,22 +600,14 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
 /// A workload that failed on its own (a non-zero exit, or a signal capture did not send)
 /// is said on stderr and makes capture exit 1; the bundle is written all the same.
 fn workload_status(meta: &bundle::Meta) -> ExitCode {
-    let Some(w) = meta
-        .capture
-        .as_ref()
-        .and_then(|c| c.get("workload"))
-        .filter(|w| !w.is_null())
-    else {
+    let Some(w) = meta.provenance.capture().and_then(|c| c.workload.as_ref()) else {
         return ExitCode::SUCCESS;
     };
-    if w["stopped_by_capture"] == true || w["exit_code"] == 0 {
+    if w.stopped_by_capture || w.exit_code == Some(0) {
         return ExitCode::SUCCESS;
     }
-    let cmd: Vec<&str> = w["command"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
-        .unwrap_or_default();
-    let how = match (w["exit_code"].as_i64(), w["signal"].as_i64()) {
+    let cmd = &w.command;
+    let how = match (w.exit_code, w.signal) {
         (Some(c), _) => format!("exited with status {c}"),
         (None, Some(s)) => format!("was killed by signal {s}"),
         _ => "failed".into(),

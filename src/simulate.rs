@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::bundle::provenance::{Provenance, SimulateRecord};
 use crate::bundle::Bundle;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
@@ -238,12 +239,13 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
             None => None,
             Some(dir) => {
                 let dest = dir.join(format!("sim-{name}-{}", policy.replace([':', '='], "_")));
-                let capture = serde_json::json!({
-                    "simulate": {"bundle": o.bundle, "policy": policy},
-                    "sched_debug": {"features": crate::synth::steps::features_of(policy)
-                        .unwrap_or("unreadable: simulated")},
+                let provenance = Provenance::Simulate(SimulateRecord {
+                    bundle: o.bundle.clone(),
+                    policy: policy.clone(),
                 });
-                crate::synth::steps::write_bundle(&dest, &topology, events, capture, &result)?;
+                crate::synth::steps::write_bundle(
+                    &dest, &topology, events, provenance, policy, &result,
+                )?;
                 Some(dest)
             }
         };

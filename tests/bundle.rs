@@ -19,7 +19,8 @@ fn import(src: &Path, dir: &Path) -> (PathBuf, bundle::Meta) {
         ImportOptions {
             topology: None,
             source_path: src,
-            capture: None,
+            provenance: bundle::Provenance::Import,
+            sched_features: None,
             progress: None,
         },
     )
@@ -363,4 +364,78 @@ fn large_view_and_dictionary_string_columns_are_read() {
         "{err}"
     );
     assert!(err.contains("row 0"), "{err}");
+}
+
+/// Schema-1 bundles (an untyped `capture` object) are still read: the committed rig
+/// captures come back as typed capture records with their sched features, and a
+/// simulated bundle's `{"synth": ...}` as a synth record; a bundle written now is schema
+/// 2 and reads back the same.
+#[test]
+fn schema_1_metadata_is_read_as_typed_provenance() {
+    use sisreplay::bundle::{read_meta, rewrite_meta, Provenance, SCHEMA_VERSION};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rig = root.join("traces/rig/2x4/rig-2x4-hackbench-sis_util-tracefs");
+    let text = std::fs::read_to_string(rig.join("meta.json")).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(raw["schema_version"], 1, "the committed bundle is schema 1");
+    let meta = read_meta(&rig).unwrap();
+    let cap = meta.provenance.capture().expect("a capture record");
+    assert_eq!(
+        cap.workload.as_ref().unwrap().command,
+        raw["capture"]["workload"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        cap.cpus.len(),
+        raw["capture"]["cpus"].as_array().unwrap().len()
+    );
+    let features = meta.sched_features.as_deref().unwrap();
+    assert!(
+        features.split_whitespace().any(|f| f == "SIS_UTIL"),
+        "{features}"
+    );
+    // This machine cannot read its features: the reason is kept, not taken as features.
+    let host = read_meta(&root.join("traces/host/pingpong-2pairs")).unwrap();
+    assert_eq!(host.sched_features, None);
+    assert!(host
+        .provenance
+        .capture()
+        .unwrap()
+        .sched_debug
+        .features
+        .value()
+        .is_none());
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut v1 = raw.clone();
+    v1["capture"] = serde_json::json!({
+        "synth": {"machine": "x86-40", "workload": "tbench", "load": {"label": "50%", "threads": 20},
+                  "policy": "sis_util", "warmup_ns": 1, "duration_ns": 2},
+        "sched_debug": {"features": "NO_SIS_PROP SIS_UTIL"},
+    });
+    std::fs::write(dir.path().join("meta.json"), v1.to_string()).unwrap();
+    let synth = read_meta(dir.path()).unwrap();
+    match &synth.provenance {
+        Provenance::Synth(s) => assert_eq!((s.load.threads, s.policy.as_str()), (20, "sis_util")),
+        p => panic!("{p:?}"),
+    }
+    assert_eq!(
+        synth.sched_features.as_deref(),
+        Some("NO_SIS_PROP SIS_UTIL")
+    );
+
+    // Written now: schema 2, read back equal.
+    let mut meta2 = meta.clone();
+    meta2.schema_version = SCHEMA_VERSION;
+    rewrite_meta(dir.path(), &meta2).unwrap();
+    let back = read_meta(dir.path()).unwrap();
+    assert_eq!(back.schema_version, 2);
+    assert_eq!(
+        serde_json::to_value(&back).unwrap(),
+        serde_json::to_value(&meta2).unwrap()
+    );
 }

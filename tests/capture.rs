@@ -152,7 +152,7 @@ fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>,
     assert!(!meta.topology_assumed);
     assert!(evs.iter().all(|e| cpus.contains(&e.cpu)));
     assert!(check_switch_chains(&out, &evs) > 1000);
-    let cap = meta.capture.as_ref().unwrap();
+    let cap = &serde_json::to_value(meta.provenance.capture().unwrap()).unwrap();
     assert_eq!(cap["backend"], backend);
     assert_eq!(cap["workload"]["exit_code"], 0);
     assert_eq!(cap["stopped_by"], "workload exit");
@@ -236,7 +236,7 @@ fn interrupted(signal: i32, backend: &str) {
         "tracefs changed after signal {signal}"
     );
     let meta = read_meta(&out).unwrap();
-    let cap = meta.capture.as_ref().unwrap();
+    let cap = &serde_json::to_value(meta.provenance.capture().unwrap()).unwrap();
     assert_eq!(cap["stopped_by"], "signal");
     assert!(cap["duration_s"].as_f64().unwrap() < 30.0);
     assert_eq!(cap["workload"]["stopped_by_capture"], true);
@@ -522,7 +522,16 @@ fn a_failing_workload_is_reported() {
         "{err}"
     );
     let meta = read_meta(&dir.path().join("a")).unwrap();
-    assert_eq!(meta.capture.unwrap()["workload"]["exit_code"], 1);
+    assert_eq!(
+        meta.provenance
+            .capture()
+            .unwrap()
+            .workload
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        Some(1)
+    );
     let (code, err) = capture_cli(
         &[
             "--duration",
@@ -576,7 +585,7 @@ fn lost_events_count_the_kernels_overruns() {
         String::from_utf8_lossy(&out.stderr)
     );
     let meta = read_meta(&dir.path().join("cap")).unwrap();
-    let cap = meta.capture.as_ref().unwrap();
+    let cap = &serde_json::to_value(meta.provenance.capture().unwrap()).unwrap();
     let mut kernel = 0;
     for c in cap["cpus"].as_array().unwrap() {
         let k = c["overrun"].as_u64().unwrap() + c["dropped"].as_u64().unwrap();

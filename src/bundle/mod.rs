@@ -3,6 +3,7 @@
 //! and renamed when complete, so an interrupted write never leaves a bundle behind.
 
 pub mod columns;
+pub mod provenance;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,12 +15,15 @@ use crate::topology::Topology;
 use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceInfo, TraceError};
 
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
+pub use provenance::Provenance;
 
 pub const META_FILE: &str = "meta.json";
 /// Events handed from a reader to a writer at a time.
 const BATCH_EVENTS: usize = 1 << 14;
-/// Bumped whenever meta.json or the Parquet columns change incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped whenever meta.json or the Parquet columns change incompatibly. Version 2 put
+/// a typed `provenance` and top-level `sched_features` where version 1 had an untyped
+/// `capture` object; version 1 bundles are still read.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SourceMeta {
@@ -66,9 +70,14 @@ pub struct Meta {
     pub tasks: BTreeMap<i32, String>,
     /// Source facts worth keeping (tool versions, per-CPU buffer stats, uname).
     pub extra: BTreeMap<String, String>,
-    /// Capture settings and outcome, for bundles made by `sisreplay capture`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capture: Option<serde_json::Value>,
+    /// How the bundle came to be: imported, captured (with the capture's settings and
+    /// outcome), or simulated.
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// The traced kernel's debugfs sched/features, when they were read (captures) or are
+    /// known (simulated bundles: what a kernel running the policy would show).
+    #[serde(default)]
+    pub sched_features: Option<String>,
 }
 
 impl Meta {
@@ -187,7 +196,8 @@ fn berr(path: &Path, what: impl Into<String>) -> BundleError {
 pub struct ImportOptions<'a> {
     pub topology: Option<Topology>,
     pub source_path: &'a Path,
-    pub capture: Option<serde_json::Value>,
+    pub provenance: Provenance,
+    pub sched_features: Option<String>,
     /// Called every so many events with the count so far (progress display).
     pub progress: Option<&'a mut dyn FnMut(u64)>,
 }
@@ -328,7 +338,8 @@ fn build_meta(
         switch_gaps,
         tasks,
         extra: info.extra.clone(),
-        capture: opts.capture.take(),
+        provenance: std::mem::take(&mut opts.provenance),
+        sched_features: opts.sched_features.take(),
     }
 }
 
@@ -339,6 +350,19 @@ pub fn rewrite_meta(dir: &Path, meta: &Meta) -> Result<(), BundleError> {
     let text = serde_json::to_string_pretty(meta).expect("meta serialises");
     crate::atomic::write(&p, (text + "\n").as_bytes())
         .map_err(|e| berr(&e.path, e.source.to_string()))
+}
+
+/// Brings a schema-1 meta.json to schema 2: its `capture` object becomes `provenance`
+/// and `sched_features`.
+fn upgrade_v1(v: &mut serde_json::Value) -> Result<(), serde_json::Error> {
+    let Some(obj) = v.as_object_mut() else {
+        return Ok(());
+    };
+    let (provenance, features) = Provenance::from_v1(obj.remove("capture"))?;
+    obj.insert("provenance".into(), serde_json::to_value(provenance)?);
+    obj.insert("sched_features".into(), serde_json::to_value(features)?);
+    obj.insert("schema_version".into(), SCHEMA_VERSION.into());
+    Ok(())
 }
 
 /// An existing bundle, read as an event source.
@@ -358,13 +382,19 @@ pub fn is_bundle(path: &Path) -> bool {
 pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
     let p = dir.join(META_FILE);
     let text = fs::read_to_string(&p).map_err(|e| berr(&p, e.to_string()))?;
-    let meta: Meta = serde_json::from_str(&text).map_err(|e| {
+    let at_line = |e: serde_json::Error| {
         BundleError::Trace(TraceError::malformed(
             &p,
             Position::Line(e.line() as u64),
             format!("column {}: {e}", e.column()),
         ))
-    })?;
+    };
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(at_line)?;
+    if value.get("schema_version").and_then(|v| v.as_u64()) == Some(1) {
+        upgrade_v1(&mut value).map_err(|e| berr(&p, format!("schema 1 capture record: {e}")))?;
+    }
+    // Positions of errors past this point are the fields', not the text's.
+    let meta: Meta = serde_json::from_value(value).map_err(|e| berr(&p, e.to_string()))?;
     // Per-CPU tables are sized by these: hold them to what a kernel can have.
     crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus").map_err(|w| berr(&p, w))?;
     if let Some(c) = meta
@@ -382,11 +412,11 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
             ),
         ));
     }
-    if meta.schema_version != SCHEMA_VERSION {
+    if !(1..=SCHEMA_VERSION).contains(&meta.schema_version) {
         return Err(berr(
             &p,
             format!(
-                "schema version {} (this sisreplay reads {SCHEMA_VERSION}); re-import the source",
+                "schema version {} (this sisreplay reads 1 to {SCHEMA_VERSION}); re-import the source",
                 meta.schema_version
             ),
         ));

@@ -5,16 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use serde::Serialize;
-
-/// A value that may not be readable on this kernel or with these privileges.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum Readable {
-    Value(String),
-    /// Why not: "unreadable: Operation not permitted", "absent".
-    Not(String),
-}
+pub use crate::bundle::provenance::{Readable, SchedDebug};
 
 fn read(path: &Path) -> Readable {
     match std::fs::read_to_string(path) {
@@ -22,12 +13,6 @@ fn read(path: &Path) -> Readable {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Readable::Not("absent".into()),
         Err(e) => Readable::Not(format!("unreadable: {e}")),
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SchedDebug {
-    pub features: Readable,
-    pub tunables: BTreeMap<String, Readable>,
 }
 
 pub fn kernel_release() -> Option<String> {

@@ -5,6 +5,10 @@ pub mod machine;
 pub mod perf;
 pub mod tracefs;
 
+pub use crate::bundle::provenance::{
+    Backend, CaptureRecord, CpuOutcome, SearchLatency, SearchProbe, WorkloadOutcome,
+};
+
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
@@ -13,9 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
-
-use crate::bundle::{self, BundleError, ImportOptions, Meta};
+use crate::bundle::{self, BundleError, ImportOptions, Meta, Provenance};
 use crate::topology::Topology;
 use crate::trace::decode::Decoder;
 use crate::trace::page::ByteOrder;
@@ -49,13 +51,6 @@ pub enum CaptureError {
     Workload(String),
     #[error(transparent)]
     Bundle(#[from] BundleError),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Tracefs,
-    Perf,
 }
 
 pub struct CaptureOptions {
@@ -179,26 +174,6 @@ pub fn watchdog(pid: u32, spool: &Path) {
     }
 }
 
-/// What `--search-latency` records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchProbe {
-    /// A kprobe and a kretprobe: wake flags, prev and chosen CPU, and the duration.
-    Duration,
-    /// The kprobe alone: wake flags and which wakings selected, no duration. For
-    /// kernels or emulators where return probes misbehave (a TCG guest under a
-    /// ping-pong load hangs with one).
-    Flags,
-}
-
-/// What `--search-latency` could do on this kernel.
-#[derive(Debug, Clone, Serialize)]
-pub struct SearchLatency {
-    pub requested: Option<SearchProbe>,
-    pub available: bool,
-    pub why: String,
-}
-
 /// Decides whether the idle-search duration can be recorded: needs kprobe events and a
 /// traceable select_task_rq_fair. (function_graph could time it too, but it cannot
 /// record the arguments and the returned CPU, which tell a selection's wake flags and
@@ -251,55 +226,6 @@ pub fn search_latency_support(root: &Path) -> SearchLatency {
         available,
         why,
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CpuOutcome {
-    pub cpu: u32,
-    /// Pages (tracefs) or bytes (perf) written to the spool.
-    pub spooled: u64,
-    /// Events decoded into the bundle.
-    pub events: u64,
-    /// Events the kernel says it handed out (tracefs `read events`).
-    pub kernel_events: Option<u64>,
-    /// Events the kernel overwrote before they were read (`overrun` in per_cpu stats).
-    pub overrun: u64,
-    /// Events dropped because the buffer was full (`dropped events`).
-    pub dropped: u64,
-    /// Events reported lost in page headers or PERF_RECORD_LOST.
-    pub lost_records: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkloadOutcome {
-    pub command: Vec<String>,
-    /// Exit code, or None when it was stopped or killed by a signal.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub wall_s: f64,
-    /// Whether capture ended it because the duration ran out or capture was interrupted.
-    pub stopped_by_capture: bool,
-}
-
-/// The capture facts stored as `capture` in meta.json.
-#[derive(Debug, Clone, Serialize)]
-pub struct CaptureRecord {
-    pub command_line: Vec<String>,
-    pub backend: Backend,
-    pub start_utc: String,
-    pub requested_duration_s: f64,
-    pub duration_s: f64,
-    pub stopped_by: String,
-    pub buffer_kb_per_cpu: u32,
-    pub events: Vec<String>,
-    pub instance: String,
-    pub clock: Option<String>,
-    pub cpus: Vec<CpuOutcome>,
-    pub workload: Option<WorkloadOutcome>,
-    pub search_latency: SearchLatency,
-    pub sched_debug: machine::SchedDebug,
-    pub schedstat_before: machine::Readable,
-    pub schedstat_after: machine::Readable,
 }
 
 /// The spool files of a capture, read as one merged stream, counting events per CPU.
@@ -816,7 +742,8 @@ fn record(
         ImportOptions {
             topology,
             source_path: Path::new(tracefs::TRACEFS),
-            capture: None,
+            provenance: Provenance::Import,
+            sched_features: None,
             progress: None,
         },
     )?;
@@ -849,7 +776,8 @@ fn record(
             meta.lost.entry(c.cpu).or_default().events += kernel - c.lost_records;
         }
     }
-    meta.capture = Some(serde_json::to_value(&record).expect("serialises"));
+    meta.sched_features = record.sched_debug.features.value().map(str::to_string);
+    meta.provenance = Provenance::Capture(Box::new(record));
     bundle::rewrite_meta(dest, &meta)?;
     Ok(meta)
 }

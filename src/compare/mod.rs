@@ -16,6 +16,7 @@ use crate::metrics::observed::Observed;
 use crate::metrics::{Derived, PolicyMetrics, Window};
 use crate::policy::PolicySpec;
 use crate::replay::{replay, ReplayError, ReplayOptions, ReplayResult};
+use crate::sim::SimResult;
 
 /// One column of a comparison: a policy replayed over each row's trace, or a captured
 /// bundle whose own recorded behaviour is reported (the same in every row).
@@ -172,15 +173,15 @@ pub struct TraceSummary {
 }
 
 impl TraceSummary {
-    fn of(trace: String, path: &Path, r: ReplayResult) -> TraceSummary {
-        TraceSummary {
+    fn of(trace: String, path: &Path, r: ReplayResult) -> Result<TraceSummary, CompareError> {
+        Ok(TraceSummary {
             trace,
             path: path.to_path_buf(),
             duration_ns: r.duration_ns,
             observed: r.observed.clone(),
-            simulated: SimSummary::read(path),
+            simulated: SimSummary::read(path).map_err(CompareError::SimResult)?,
             replay: Some(Box::new(r)),
-        }
+        })
     }
 }
 
@@ -213,33 +214,35 @@ impl SimSummary {
         }
     }
 
-    /// None when the bundle holds no simulation result or it cannot be read.
-    pub fn read(bundle: &Path) -> Option<SimSummary> {
-        let text = std::fs::read_to_string(bundle.join("results/sim.json")).ok()?;
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let u = |p: &str| v.pointer(p).and_then(|x| x.as_u64()).unwrap_or(0);
-        let f = |p: &str| v.pointer(p).and_then(|x| x.as_f64()).unwrap_or(0.0);
-        let t = |p: &str| {
-            v.pointer(p)
-                .and_then(|x| x.as_str())
-                .unwrap_or("")
-                .to_string()
+    /// The summary of a bundle's results/sim.json, read as the simulator wrote it; None
+    /// when the bundle holds no simulation result, an error when it holds one that does
+    /// not read.
+    pub fn read(bundle: &Path) -> Result<Option<SimSummary>, String> {
+        let p = bundle.join("results/sim.json");
+        if !crate::bundle::is_bundle(bundle) {
+            return Ok(None);
+        }
+        let text = match std::fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", p.display())),
         };
-        let wakeups = u("/wakeups");
-        let cross = u("/placements/cross_llc") + u("/placements/cross_numa");
-        Some(SimSummary {
-            workload: t("/workload"),
-            policy: t("/policy"),
-            unit: t("/unit"),
-            throughput_per_s: f("/throughput_per_s"),
-            wakeups,
-            latency_p50_ns: u("/latency/p50"),
-            latency_p90_ns: u("/latency/p90"),
-            latency_p99_ns: u("/latency/p99"),
-            se_eff: f("/derived/se_eff"),
-            scanned_per_search: u("/counters/scanned") as f64 / u("/counters/search").max(1) as f64,
-            cross_llc_pct: 100.0 * cross as f64 / wakeups.max(1) as f64,
-        })
+        let r: SimResult = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: line {}: {e}", p.display(), e.line()))?;
+        let cross = r.placements.cross_llc + r.placements.cross_numa;
+        Ok(Some(SimSummary {
+            workload: r.workload,
+            policy: r.policy,
+            unit: r.unit,
+            throughput_per_s: r.throughput_per_s,
+            wakeups: r.wakeups,
+            latency_p50_ns: r.latency.p50,
+            latency_p90_ns: r.latency.p90,
+            latency_p99_ns: r.latency.p99,
+            se_eff: r.derived.se_eff,
+            scanned_per_search: r.counters.scanned as f64 / r.counters.search.max(1) as f64,
+            cross_llc_pct: 100.0 * cross as f64 / r.wakeups.max(1) as f64,
+        }))
     }
 }
 
@@ -416,7 +419,7 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
             .collect();
         let name = trace_name(t);
         rows_in.push((name.clone(), r.replayed, pol));
-        summaries.push(TraceSummary::of(name, t, r));
+        summaries.push(TraceSummary::of(name, t, r)?);
     }
     // A trace arm's windows, read once per bundle even when it is a row too.
     let mut observed_of: Vec<Option<usize>> = Vec::new();
@@ -428,7 +431,7 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
                     Some(i) => i,
                     None => {
                         let r = replay_trace(path, Vec::new(), windows)?;
-                        summaries.push(TraceSummary::of(name.clone(), path, r));
+                        summaries.push(TraceSummary::of(name.clone(), path, r)?);
                         summaries.len() - 1
                     }
                 };
@@ -501,4 +504,6 @@ pub enum CompareError {
     Bundle(#[from] bundle::BundleError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    #[error("{0}")]
+    SimResult(String),
 }

@@ -108,11 +108,8 @@ pub fn delta(before: &str, after: &str) -> Option<Measured> {
 
 /// The measured counters of a bundle, when its kernel exported them.
 pub fn measured(meta: &Meta) -> Option<Measured> {
-    let c = meta.capture.as_ref()?;
-    delta(
-        c.get("schedstat_before")?.as_str()?,
-        c.get("schedstat_after")?.as_str()?,
-    )
+    let c = meta.provenance.capture()?;
+    delta(c.schedstat_before.value()?, c.schedstat_after.value()?)
 }
 
 /// Measured against modelled, as text: the counts, then se_eff, dom_eff, success rate and

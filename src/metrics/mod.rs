@@ -9,7 +9,7 @@ pub mod windows;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::state::Topo;
 use crate::wakeup::sis::{Decision, Path, SisCounters};
@@ -17,7 +17,7 @@ use windows::Slot;
 
 /// The percentages derived from SIS counters, in Chen Yu's schedstat_parse.py and in
 /// mmtests' MonitorProcschedstat.pm definitions (kernel-model.md §7.2).
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Derived {
     /// schedstat_parse.py: 100·(search − failed)/scanned.
     pub se_eff: f64,
@@ -70,7 +70,7 @@ impl Derived {
 }
 
 /// A log2 histogram of microseconds, bucketed as bpftrace's hist(): [0], [1], [2, 4), ...
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Log2Hist {
     pub buckets: Vec<u64>,
 }
@@ -135,7 +135,7 @@ impl Distance {
 }
 
 /// Where a wakee ended up relative to its previous CPU.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Placements {
     pub same_cpu: u64,
     pub same_llc: u64,

@@ -3,14 +3,14 @@
 //! sched_waking until it ran. This is the "observed" arm of a comparison between two
 //! captures (one with a feature on, one with it off).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::windows::{self, Slot};
 use super::{Log2Hist, Placements, Window};
 use crate::state::Topo;
 
 /// Waking→running latency percentiles, nanoseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
     pub p50: u64,
     pub p90: u64,

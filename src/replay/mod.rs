@@ -219,13 +219,7 @@ impl ReplayOptions {
 
 /// The sched features a capture recorded, when it could read them.
 fn features(meta: Option<&Meta>) -> Option<&str> {
-    meta?
-        .capture
-        .as_ref()?
-        .get("sched_debug")?
-        .get("features")?
-        .as_str()
-        .filter(|f| !f.starts_with("unreadable") && *f != "absent")
+    meta?.sched_features.as_deref()
 }
 
 /// The policy the traced kernel ran: from its sched features when the capture could read

@@ -559,9 +559,9 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-pub fn render(r: &Report) -> String {
+/// The document's head, title and contents.
+fn head_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
-    let mut o = String::new();
     let title = format!(
         "sisreplay: {} against {}",
         c.arms[1..].join(", "),
@@ -583,7 +583,6 @@ pub fn render(r: &Report) -> String {
         escape(&traces.join(", ")),
         escape(&c.arms[0])
     );
-    let multi = r.traces.len() > 1;
     let _ = writeln!(
         o,
         "<nav><ol><li><a href=\"#verdict\">Verdict</a></li><li><a href=\"#tables\">Tables</a></li>\
@@ -591,13 +590,17 @@ pub fn render(r: &Report) -> String {
          and rq locks</a></li><li><a href=\"#latency\">Wakeup latency</a></li><li><a href=\"#machine\">\
          Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
          Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li></ol></nav>",
-        if multi {
+        if r.traces.len() > 1 {
             "<li><a href=\"#load-curves\">Over load</a></li>"
         } else {
             ""
         }
     );
+}
 
+/// Each arm against the baseline, metric by metric.
+fn verdict_section(o: &mut String, r: &Report) {
+    let c = &r.comparison;
     // Verdict.
     let _ = writeln!(
         o,
@@ -627,7 +630,11 @@ pub fn render(r: &Report) -> String {
         );
     }
     let _ = writeln!(o, "</tbody></table></div></section>");
+}
 
+/// The seed-style tables.
+fn tables_section(o: &mut String, r: &Report) {
+    let c = &r.comparison;
     // Seed-style tables.
     let _ = writeln!(
         o,
@@ -664,26 +671,10 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "</tbody></table></div>");
     }
     let _ = writeln!(o, "</section>");
+}
 
-    let _ = writeln!(o, "<section id=\"search-time\"><h2>Search time</h2>");
-    for t in &r.traces {
-        search_section(&mut o, t);
-    }
-    let _ = writeln!(o, "</section>");
-
-    if multi {
-        let _ = writeln!(o, "<section id=\"load-curves\"><h2>Over load</h2>");
-        curves_section(&mut o, r);
-        let _ = writeln!(o, "</section>");
-    }
-
-    let _ = writeln!(
-        o,
-        "<section id=\"placements\"><h2>Placements and rq locks</h2>"
-    );
-    placements_section(&mut o, r);
-    let _ = writeln!(o, "</section>");
-
+/// The recorded waking-to-running latency.
+fn latency_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<section id=\"latency\"><h2>Wakeup latency</h2>");
     let series: Vec<(String, Vec<(f64, f64)>)> = r
         .traces
@@ -695,7 +686,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "<p>No wakee was seen running after its wakeup.</p>");
     } else {
         fig(
-            &mut o,
+            o,
             "latency-cdf",
             &plots::cdf(
                 "Waking-to-running latency, recorded",
@@ -726,9 +717,10 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "</tbody></table></div>");
     }
     let _ = writeln!(o, "</section>");
+}
 
-    simulated_section(&mut o, r);
-
+/// Each distinct machine's topology.
+fn machine_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<section id=\"machine\"><h2>Machine</h2>");
     let mut drawn: Vec<&crate::topology::Topology> = Vec::new();
     for t in &r.traces {
@@ -737,7 +729,7 @@ pub fn render(r: &Report) -> String {
         }
         drawn.push(&t.topology);
         fig(
-            &mut o,
+            o,
             &format!("topology-{}", slug(&t.name)),
             &plots::topology(&t.topology),
             &format!(
@@ -747,7 +739,10 @@ pub fn render(r: &Report) -> String {
         );
     }
     let _ = writeln!(o, "</section>");
+}
 
+/// A busy/idle strip from the middle of each trace.
+fn timeline_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<section id=\"timeline\"><h2>Busy/idle timeline</h2>");
     for t in &r.traces {
         let tl = &t.timeline;
@@ -757,7 +752,7 @@ pub fn render(r: &Report) -> String {
             .map(|(c, p)| format!("CPU {c} {p:.0}%"))
             .collect();
         fig(
-            &mut o,
+            o,
             &format!("timeline-{}", slug(&t.name)),
             &plots::timeline(
                 &format!(
@@ -775,6 +770,43 @@ pub fn render(r: &Report) -> String {
         );
     }
     let _ = writeln!(o, "</section>");
+}
+
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    head_section(&mut o, r);
+    let multi = r.traces.len() > 1;
+
+    verdict_section(&mut o, r);
+
+    tables_section(&mut o, r);
+
+    let _ = writeln!(o, "<section id=\"search-time\"><h2>Search time</h2>");
+    for t in &r.traces {
+        search_section(&mut o, t);
+    }
+    let _ = writeln!(o, "</section>");
+
+    if multi {
+        let _ = writeln!(o, "<section id=\"load-curves\"><h2>Over load</h2>");
+        curves_section(&mut o, r);
+        let _ = writeln!(o, "</section>");
+    }
+
+    let _ = writeln!(
+        o,
+        "<section id=\"placements\"><h2>Placements and rq locks</h2>"
+    );
+    placements_section(&mut o, r);
+    let _ = writeln!(o, "</section>");
+
+    latency_section(&mut o, r);
+
+    simulated_section(&mut o, r);
+
+    machine_section(&mut o, r);
+
+    timeline_section(&mut o, r);
 
     let _ = writeln!(o, "<section id=\"fidelity\"><h2>Fidelity</h2>");
     fidelity_section(&mut o, r);

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::bundle::provenance::Readable;
 use crate::bundle::{self, Meta};
 use crate::compare::{self, Arm, CompareError, Comparison, Metric};
 use crate::policy::{self, params::Params};
@@ -129,13 +130,15 @@ fn verdicts(c: &Comparison) -> Vec<Verdict> {
     out
 }
 
+/// The sched features as the capture recorded them (or why it could not), else as the
+/// bundle knows them.
 fn features(meta: &Meta) -> Option<String> {
-    meta.capture
-        .as_ref()?
-        .get("sched_debug")?
-        .get("features")?
-        .as_str()
-        .map(str::to_string)
+    match meta.provenance.capture() {
+        Some(c) => match &c.sched_debug.features {
+            Readable::Value(v) | Readable::Not(v) => Some(v.clone()),
+        },
+        None => meta.sched_features.clone(),
+    }
 }
 
 /// Runs the comparison and gathers the rest of the report.

@@ -19,7 +19,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
@@ -75,7 +75,7 @@ pub fn par_map<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R +
 }
 
 /// CPU time a migrated task loses refilling its caches, by distance.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Penalty {
     pub same_llc_ns: u64,
     pub cross_llc_ns: u64,
@@ -140,7 +140,8 @@ impl SimOptions {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// What a simulation measured: written as results/sim.json and read back from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimResult {
     pub workload: String,
     pub policy: String,
@@ -148,7 +149,7 @@ pub struct SimResult {
     pub nr_cpus: u32,
     pub warmup_ns: u64,
     pub duration_ns: u64,
-    pub unit: &'static str,
+    pub unit: String,
     pub units: u64,
     pub throughput_per_s: f64,
     pub wakeups: u64,
@@ -195,7 +196,7 @@ impl SimResult {
             nr_cpus,
             warmup_ns: opts.warmup_ns,
             duration_ns: opts.duration_ns,
-            unit: workload.unit,
+            unit: workload.unit.to_string(),
             units: 0,
             throughput_per_s: 0.0,
             wakeups: 0,

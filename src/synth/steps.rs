@@ -6,19 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use crate::bundle::provenance::LoadStep;
+use crate::bundle::provenance::{Provenance, SynthRecord};
 use crate::bundle::{self, ImportOptions};
 use crate::sim::{Sim, SimOptions, SimResult};
 use crate::synth;
 use crate::topology::Topology;
 use crate::trace::stream::VecSource;
 use crate::trace::SourceInfo;
-
-/// One load level: its label and the workload's thread count.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LoadStep {
-    pub label: String,
-    pub threads: usize,
-}
 
 /// `--load 50%`, `--load 25%..200%` (steps of 25 % of the CPUs, as the seeds' tables) or
 /// `--threads N`.
@@ -121,18 +116,15 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
                     policy.replace([':', '='], "_")
                 ))
             };
-            let capture = serde_json::json!({
-                "synth": {
-                    "machine": o.machine_name,
-                    "workload": o.workload,
-                    "load": step,
-                    "policy": policy,
-                    "warmup_ns": o.warmup_ns,
-                    "duration_ns": o.duration_ns,
-                },
-                "sched_debug": {"features": features_of(policy).unwrap_or("unreadable: simulated")},
+            let provenance = Provenance::Synth(SynthRecord {
+                machine: o.machine_name.clone(),
+                workload: o.workload.clone(),
+                load: step.clone(),
+                policy: policy.to_string(),
+                warmup_ns: o.warmup_ns,
+                duration_ns: o.duration_ns,
             });
-            write_bundle(&dest, &o.topology, events, capture, &result)?;
+            write_bundle(&dest, &o.topology, events, provenance, policy, &result)?;
             Some(dest)
         }
     };
@@ -143,13 +135,15 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
     })
 }
 
-/// Writes a simulated run as a bundle: its events as a capture's, `capture` in the
-/// metadata, and `result` as results/sim.json.
+/// Writes a simulated run of `policy` as a bundle: its events as a capture's, how it
+/// was made as its provenance, the sched features a kernel running the policy would
+/// show, and `result` as results/sim.json.
 pub fn write_bundle(
     dest: &Path,
     topology: &Topology,
     events: Vec<crate::trace::Event>,
-    capture: serde_json::Value,
+    provenance: Provenance,
+    policy: &str,
     result: &impl Serialize,
 ) -> Result<(), String> {
     let info = SourceInfo {
@@ -167,7 +161,8 @@ pub fn write_bundle(
         ImportOptions {
             topology: Some(topology.clone()),
             source_path: Path::new("synth"),
-            capture: Some(capture),
+            provenance,
+            sched_features: features_of(policy).map(str::to_string),
             progress: None,
         },
     )

@@ -86,9 +86,10 @@ pub struct Decoder {
     common_pid: Loc,
     /// Per event id: its layout and the record length every inline field fits in.
     layouts: Vec<Option<(Layout, usize)>>,
+    /// Per event id: `system:name`, with the reason for a model event whose format
+    /// lacks a field the model needs (its records are then counted as skipped under that
+    /// name, so the reason reaches meta.json and `info`).
     names: Vec<Option<String>>,
-    /// Known event types whose format lacked a field the model needs.
-    pub unusable: Vec<(String, String)>,
 }
 
 fn find(fmt: &EventFormat, name: &str) -> Result<Loc, String> {
@@ -144,7 +145,6 @@ impl Decoder {
         let max_id = formats.iter().map(|f| f.id as usize).max().unwrap_or(0);
         let mut layouts = vec![None; max_id + 1];
         let mut names = vec![None; max_id + 1];
-        let mut unusable = Vec::new();
         let mut common_type = Loc {
             offset: 0,
             size: 2,
@@ -179,7 +179,10 @@ impl Decoder {
                         .unwrap_or(0);
                     layouts[fmt.id as usize] = Some((l, min_len))
                 }
-                Err(why) => unusable.push((fmt.name.clone(), why)),
+                Err(why) => {
+                    names[fmt.id as usize] =
+                        Some(format!("{}:{} (unusable: {why})", fmt.system, fmt.name))
+                }
             }
         }
         Decoder {
@@ -188,7 +191,6 @@ impl Decoder {
             common_pid,
             layouts,
             names,
-            unusable,
         }
     }
 
@@ -375,5 +377,29 @@ impl Decoder {
             },
         };
         Ok(Decoded::Known { common_pid, kind })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::format::parse_event_format;
+
+    #[test]
+    fn a_model_event_missing_a_field_is_named_with_the_reason() {
+        // A sched_waking without target_cpu (as a kernel that renamed it would have).
+        let text = "name: sched_waking\nID: 7\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+        let d = Decoder::new(&[parse_event_format("sched", text).unwrap()], false);
+        assert!(!d.is_known(7));
+        assert_eq!(
+            d.name_of(7),
+            Some("sched:sched_waking (unusable: sched:sched_waking has no field `target_cpu`)")
+        );
     }
 }

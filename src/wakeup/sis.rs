@@ -3,7 +3,7 @@
 //! select_idle_cpu over target's LLC under the policy's budget. Counts Mel Gorman's SIS
 //! statistics (July 2021 definitions) and the runqueues probed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::policy::{Budget, Policy, ScanContext};
 use crate::state::Machine;
@@ -16,7 +16,6 @@ pub enum Path {
     Prev,
     Recent,
     Kthread,
-    Asym,
     Smt,
     Core,
     Cpu,
@@ -25,24 +24,13 @@ pub enum Path {
 }
 
 impl Path {
-    pub const ALL: [Path; 9] = [
-        Path::Target,
-        Path::Prev,
-        Path::Recent,
-        Path::Kthread,
-        Path::Asym,
-        Path::Smt,
-        Path::Core,
-        Path::Cpu,
-        Path::Failed,
-    ];
+    /// The path's name in the decisions CSV and the tables.
     pub fn name(self) -> &'static str {
         match self {
             Path::Target => "target",
             Path::Prev => "prev",
             Path::Recent => "recent",
             Path::Kthread => "kthread",
-            Path::Asym => "asym",
             Path::Smt => "smt",
             Path::Core => "core",
             Path::Cpu => "cpu",
@@ -52,7 +40,7 @@ impl Path {
 }
 
 /// Mel Gorman's SIS counters (out-of-tree, July 2021).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SisCounters {
     pub search: u64,
     pub domain_search: u64,
@@ -78,7 +66,7 @@ impl SisCounters {
 }
 
 /// The modelled cost of a search: a fixed entry cost plus a cost per runqueue probed.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TimeModel {
     pub entry_ns: u64,
     pub probe_ns: u64,
