@@ -1,3 +1,4 @@
+pub mod abi;
 pub mod atomic;
 pub mod bundle;
 pub mod capture;

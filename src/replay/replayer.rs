@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::lookahead::{Lookahead, Outcome, Selection};
 use super::observer::DecisionObserver;
 use super::{ReplayError, ReplayOptions, ReplayResult, Skipped};
+use crate::abi::WF_SYNC;
 use crate::metrics::calibration::Samples;
 use crate::metrics::observed::Observed;
 use crate::metrics::windows::{self, Slot, WindowClock};
@@ -19,9 +20,6 @@ use crate::trace::{Event, EventKind, Wake};
 use crate::wakeup::balance::Balancer;
 use crate::wakeup::sis::{select_idle_sibling, TimeModel};
 use crate::wakeup::target::{choose_target, note_recent_used, Waking};
-
-/// wake_flags bits (kernel/sched/sched.h, unchanged since v5.13).
-const WF_SYNC: u32 = 0x10;
 
 /// What a replay is of: the machine, the kernel that was traced, and the policies.
 pub struct Setup {

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::abi::{EXIT_DEAD, MIGRATION_COST_NS, PREEMPTED};
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
@@ -38,14 +39,8 @@ const SCHED_LATENCY: u64 = 6 * MS;
 const MIN_GRANULARITY: u64 = 750_000;
 const WAKEUP_GRANULARITY: u64 = MS;
 const BALANCE_INTERVAL: u64 = 4 * MS;
-/// sysctl_sched_migration_cost: newidle balance is skipped below this avg_idle.
-const MIGRATION_COST: u64 = 500_000;
-/// The prev_state sched_switch reports for a preempted task (TASK_REPORT_MAX).
-const PREEMPTED: i64 = 0x100;
 /// How long an enqueue or a context switch holds a runqueue lock (replay's default).
 const RQ_LOCK_HOLD_NS: u64 = 300;
-/// The prev_state of a task's last switch (EXIT_DEAD).
-const EXIT_DEAD: i64 = 0x10;
 
 /// `f` over `items` on up to `jobs` threads; results in the items' order.
 pub fn par_map<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
@@ -971,7 +966,7 @@ impl Sim {
     /// migration cost ago).
     fn can_migrate(&self, t: usize, now: u64) -> bool {
         self.workload.tasks[t].pinned.is_none()
-            && now.saturating_sub(self.tasks[t].last_ran) >= MIGRATION_COST
+            && now.saturating_sub(self.tasks[t].last_ran) >= MIGRATION_COST_NS
     }
 
     /// The busiest CPU of a span by waiting tasks, among those a balance may take from:
@@ -993,7 +988,7 @@ impl Sim {
     /// skipped when the CPU's recent idle periods were shorter than a migration costs.
     fn newidle(&mut self, cpu: u32, now: u64) -> Option<usize> {
         let avg_idle = self.m.cpus.get(cpu as usize).map_or(0, |c| c.avg_idle);
-        if avg_idle < MIGRATION_COST {
+        if avg_idle < MIGRATION_COST_NS {
             return None;
         }
         let reach = self.policy.newidle_reach();

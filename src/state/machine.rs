@@ -9,9 +9,9 @@ use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind};
 
 use super::pelt::Avg;
+use crate::abi::{MIGRATION_COST_NS, PREEMPTED};
 
-/// sysctl_sched_migration_cost: avg_idle starts at twice it, max_idle_balance_cost at it.
-const MIGRATION_COST_NS: u64 = 500_000;
+/// The load weight of a nice-0 task.
 const NICE_0_WEIGHT: u64 = 1024;
 
 /// The machine's shape as the policies need it.
@@ -340,7 +340,7 @@ impl Machine {
                 self.update_cpu_avg(c, now);
                 self.update_task_avg(*prev_pid, now);
                 self.update_task_avg(*next_pid, now);
-                let still_queued = *prev_state == 0 || prev_state & 0x100 != 0;
+                let still_queued = *prev_state == 0 || prev_state & PREEMPTED != 0;
                 if *prev_pid != 0 {
                     let t = self.task(*prev_pid, *prev_comm, now);
                     t.running_on = None;

@@ -14,13 +14,9 @@
 use std::collections::HashMap;
 
 use super::{Start, Step, TaskSpec, Workload};
+use crate::abi::{PREEMPTED, WF_SYNC};
 use crate::state::machine::TaskState;
 use crate::trace::{Event, EventKind};
-
-/// wake_flags bit of a sync wakeup (kernel/sched/sched.h, since v5.13).
-const WF_SYNC: u32 = 0x10;
-/// sched_switch's prev_state bit for a preempted task (TASK_REPORT_MAX).
-const PREEMPTED: i64 = 0x100;
 
 /// What the builder read, besides the tasks.
 #[derive(Debug, Clone, Default, serde::Serialize)]

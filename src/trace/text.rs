@@ -81,7 +81,11 @@ fn parse_state(s: &str) -> Option<i64> {
             _ => return None,
         };
     }
-    Some(if preempted { v | 0x100 } else { v })
+    Some(if preempted {
+        v | crate::abi::PREEMPTED
+    } else {
+        v
+    })
 }
 
 /// Finds `key=` at the start of `s` or after a space, from `from` on.

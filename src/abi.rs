@@ -1,0 +1,16 @@
+//! Values of the kernel's scheduler ABI that traces carry or that the models follow,
+//! defined once. Each has been unchanged from v5.13 through v7.1.
+
+/// wake_flags: a synchronous wakeup, the waker about to sleep (kernel/sched/sched.h).
+pub const WF_SYNC: u32 = 0x10;
+
+/// sched_switch prev_state: the task was preempted while runnable (TASK_REPORT_MAX,
+/// printed as `R+`).
+pub const PREEMPTED: i64 = 0x100;
+
+/// sched_switch prev_state of a task's last switch: EXIT_DEAD, printed as `X`.
+pub const EXIT_DEAD: i64 = 0x10;
+
+/// sysctl_sched_migration_cost (ns): a task that ran more recently is cache hot, and an
+/// rq whose avg_idle is below it skips newidle balance. avg_idle starts at twice it.
+pub const MIGRATION_COST_NS: u64 = 500_000;
