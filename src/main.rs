@@ -64,6 +64,18 @@ enum Command {
     /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
     /// migrations, lost events, top tasks by runtime.
     Info(InfoArgs),
+    /// Print a shell completion script, e.g. `sisreplay completions bash >
+    /// /etc/bash_completion.d/sisreplay`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff): `sisreplay man > sisreplay.1`, or a command's own,
+    /// `sisreplay man replay > sisreplay-replay.1`; read with `man ./sisreplay.1`.
+    Man {
+        /// The command whose page to print [default: the overview]
+        command: Option<String>,
+    },
     /// Cleans up after a capture that died (started by capture itself).
     #[command(hide = true, name = "capture-watchdog")]
     CaptureWatchdog { pid: u32, spool: PathBuf },
@@ -80,8 +92,13 @@ struct ImportArgs {
     /// machines`) or a JSON file
     #[arg(long)]
     pub machine: Option<String>,
-    /// Directory that holds bundles
-    #[arg(long, default_value = "traces")]
+    /// Directory that holds bundles (its older name, traces, is still accepted)
+    #[arg(
+        long = "traces-dir",
+        alias = "traces",
+        value_name = "DIR",
+        default_value = "traces"
+    )]
     pub traces: PathBuf,
     /// Print the bundle's metadata as JSON
     #[arg(long)]
@@ -97,8 +114,13 @@ struct CaptureArgs {
     /// Bundle directory [default: traces/capture-HOST-YYYYmmdd-HHMMSS]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Directory that holds bundles
-    #[arg(long, default_value = "traces")]
+    /// Directory that holds bundles (its older name, traces, is still accepted)
+    #[arg(
+        long = "traces-dir",
+        alias = "traces",
+        value_name = "DIR",
+        default_value = "traces"
+    )]
     pub traces: PathBuf,
     #[arg(long, value_enum, default_value = "tracefs")]
     pub backend: BackendArg,
@@ -173,7 +195,7 @@ struct CompareArgs {
     #[arg(long, default_value_t = 10)]
     pub windows: u32,
     /// Directory that holds bundles
-    #[arg(long = "traces-dir", default_value = "traces")]
+    #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
     pub traces_dir: PathBuf,
     /// Print the result as JSON instead of a table
     #[arg(long)]
@@ -201,7 +223,7 @@ struct ReportArgs {
     #[arg(long, default_value = "20ms", value_parser = parse_duration)]
     pub timeline: std::time::Duration,
     /// Directory that holds bundles
-    #[arg(long = "traces-dir", default_value = "traces")]
+    #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
     pub traces_dir: PathBuf,
 }
 
@@ -1144,6 +1166,28 @@ fn show_info(args: InfoArgs) -> ExitCode {
     }
 }
 
+/// The overview page, or one command's page (named sisreplay-COMMAND, as the overview
+/// refers to it).
+fn man_page(command: Option<&str>) -> ExitCode {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let page = match command {
+        None => clap_mangen::Man::new(cmd),
+        Some(name) => match cmd.find_subcommand(name) {
+            Some(sub) => clap_mangen::Man::new(sub.clone().bin_name(format!("sisreplay {name}")))
+                .title(format!("sisreplay-{name}")),
+            None => {
+                return fail(format!(
+                    "man {name}: no such command; `sisreplay --help` lists them"
+                ))
+            }
+        },
+    };
+    match page.render(&mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly, as with other command-line tools, instead of
     // a panic on the failed write.
@@ -1161,6 +1205,12 @@ fn main() -> ExitCode {
         Command::Simulate(a) => run_simulate(a),
         Command::Policies(a) => show_policies(a),
         Command::Info(a) => show_info(a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "sisreplay", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { command } => man_page(command.as_deref()),
         Command::CaptureWatchdog { pid, spool } => {
             capture::watchdog(pid, &spool);
             ExitCode::SUCCESS

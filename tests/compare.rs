@@ -97,7 +97,7 @@ fn captured_bundles_are_observed_arms() {
         ("hackbench-v6.dat", "vanilla"),
         ("hackbench-perf.data", "on"),
     ] {
-        let (code, _, err) = run(&["import", &sample(file), "--traces", td, "--name", name]);
+        let (code, _, err) = run(&["import", &sample(file), "--traces-dir", td, "--name", name]);
         assert_eq!(code, Some(0), "{err}");
     }
     // "vanilla" is a policy alias too: the bare name is ambiguous.

@@ -99,6 +99,11 @@ fn registry_lists_every_policy_and_rejects_bad_names() {
     let (code, _, err) = run(&["policies", "sis_utill"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("unknown policy \"sis_utill\""), "{err}");
+    assert!(err.contains("did you mean \"sis_util\"?"), "{err}");
+    let (_, _, err) = run(&["policies", "vanila"]);
+    assert!(err.contains("did you mean \"vanilla\"?"), "{err}");
+    let (_, _, err) = run(&["policies", "xyz"]);
+    assert!(!err.contains("did you mean"), "{err}");
     let (code, _, err) = run(&["policies", "sis_util:pct=99"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("must be within 100..=200"), "{err}");

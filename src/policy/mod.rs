@@ -204,12 +204,25 @@ pub fn lookup(name: &str) -> Option<&'static PolicyInfo> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown policy {0:?}; `sisreplay policies` lists them")]
+    #[error("unknown policy {0:?}{hint}; `sisreplay policies` lists them", hint = did_you_mean(.0))]
     Unknown(String),
     #[error("{0}")]
     Param(#[from] ParamError),
     #[error("{0} changes load balancing, not the wakeup search: it runs in `simulate`, not in decision replay")]
     NotReplayable(String),
+}
+
+/// ", did you mean X?" for the registered name or alias closest to `name`, when one is
+/// close enough to be a slip (a Jaro-Winkler similarity of 0.8 or more).
+fn did_you_mean(name: &str) -> String {
+    REGISTRY
+        .iter()
+        .flat_map(|e| std::iter::once(e.info.name).chain(e.info.aliases.iter().copied()))
+        .map(|n| (strsim::jaro_winkler(name, n), n))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| format!(", did you mean {n:?}?"))
+        .unwrap_or_default()
 }
 
 /// A policy as named on the command line, `name[:key=value[:key=value...]]`, checked
