@@ -122,14 +122,15 @@ struct CaptureArgs {
         default_value = "traces"
     )]
     pub traces: PathBuf,
+    /// How events are read: tracefs (a private ftrace instance) or perf (perf_event_open)
     #[arg(long, value_enum, default_value = "tracefs")]
     pub backend: BackendArg,
     /// Events to enable, as system/name, comma-separated [default: the sched and irq
     /// events of the model]
-    #[arg(long, value_delimiter = ',')]
+    #[arg(short, long, value_delimiter = ',')]
     pub events: Option<Vec<String>>,
     /// Per-CPU ring buffer size in KiB
-    #[arg(long, default_value_t = 16384)]
+    #[arg(short, long, default_value_t = 16384)]
     pub buffer_kb: u32,
     /// Probe select_task_rq_fair where the kernel has kprobes: `duration` (default)
     /// records wake flags, the chosen CPU and how long each selection took; `flags`
@@ -149,7 +150,12 @@ struct ReplayArgs {
     /// A bundle directory or trace file [default: the committed hackbench sample]
     pub input: Option<PathBuf>,
     /// Policies, comma-separated, each `name[:key=value...]`
-    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
     pub policy: Vec<PolicySpec>,
     /// The policy compared with the kernel's choices [default: from the kernel release]
     #[arg(long)]
@@ -174,7 +180,7 @@ struct ReplayArgs {
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
     /// Threads to split the policies over (each reads the trace itself)
-    #[arg(long, default_value_t = 1)]
+    #[arg(short, long, default_value_t = 1)]
     pub jobs: usize,
     /// Print the result as JSON instead of a table
     #[arg(long)]
@@ -183,11 +189,13 @@ struct ReplayArgs {
 
 #[derive(clap::Args)]
 struct CompareArgs {
-    /// The baseline, then the others: policies, or captured bundles (by name in
-    /// --traces-dir, or by path) whose recorded behaviour is reported; `policy:NAME` and
-    /// `trace:NAME` resolve a name that is both
-    #[arg(required = true, num_args = 2..)]
-    pub arms: Vec<String>,
+    /// The baseline: a policy, or a captured bundle (by name in --traces-dir, or by path)
+    /// whose recorded behaviour is reported; `policy:NAME` and `trace:NAME` resolve a name
+    /// that is both
+    pub base: String,
+    /// The arms compared with it, of the same kinds
+    #[arg(required = true, value_name = "OTHER")]
+    pub others: Vec<String>,
     /// A trace or bundle, one per row [default: the newest bundle in traces/]
     #[arg(long = "trace")]
     pub traces: Vec<PathBuf>,
@@ -204,9 +212,11 @@ struct CompareArgs {
 
 #[derive(clap::Args)]
 struct ReportArgs {
-    /// The baseline, then the others, as for `compare`
-    #[arg(required = true, num_args = 2..)]
-    pub arms: Vec<String>,
+    /// The baseline, as for `compare`
+    pub base: String,
+    /// The arms compared with it
+    #[arg(required = true, value_name = "OTHER")]
+    pub others: Vec<String>,
     /// A trace or bundle, one per row (e.g. one per load level) [default: as compare]
     #[arg(long = "trace")]
     pub traces: Vec<PathBuf>,
@@ -214,6 +224,7 @@ struct ReportArgs {
     /// text and JSON]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// html (self-contained, with plots), text (for a mail, 80 columns) or json
     #[arg(long, value_enum, default_value = "html")]
     pub format: ReportFormat,
     /// Time windows per trace for the variation
@@ -248,7 +259,12 @@ struct SynthArgs {
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub warmup: std::time::Duration,
     /// Policies, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
     pub policy: Vec<PolicySpec>,
     /// Output directory [default: traces/]; with one load step and one policy, the bundle
     #[arg(short, long)]
@@ -260,7 +276,7 @@ struct SynthArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Threads to run the steps on [default: the CPUs available]
-    #[arg(long)]
+    #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Print the result as JSON instead of a table
     #[arg(long)]
@@ -272,13 +288,18 @@ struct SimulateArgs {
     /// A bundle (a path, or a name in traces/)
     pub bundle: PathBuf,
     /// Policies besides the traced kernel's, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "sis_prop,sis_util")]
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
     pub policy: Vec<PolicySpec>,
     /// Write each re-run as a bundle (events, meta, results/sim.json) in this directory
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Threads to run the policies on [default: the CPUs available]
-    #[arg(long)]
+    #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Print the result as JSON instead of a table
     #[arg(long)]
@@ -722,13 +743,15 @@ fn run_replay(args: ReplayArgs) -> ExitCode {
 
 fn run_compare(args: CompareArgs) -> ExitCode {
     let CompareArgs {
-        arms,
+        base,
+        others,
         traces,
         windows,
         traces_dir,
         json,
     } = args;
     use sisreplay::compare;
+    let arms: Vec<String> = std::iter::once(base).chain(others).collect();
     let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
         Ok(r) => r,
         Err(e) => return fail(e),
@@ -757,7 +780,8 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
 
 fn run_report(args: ReportArgs) -> ExitCode {
     let ReportArgs {
-        arms,
+        base,
+        others,
         traces,
         output,
         format,
@@ -769,6 +793,7 @@ fn run_report(args: ReportArgs) -> ExitCode {
     if windows < 2 {
         return fail("--windows must be at least 2 to measure variation");
     }
+    let arms: Vec<String> = std::iter::once(base).chain(others).collect();
     let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
         Ok(r) => r,
         Err(e) => return fail(e),
