@@ -14,6 +14,45 @@ use sisreplay::{info, trace};
 
 /// The sample every command falls back to when given no input.
 const DEFAULT_SAMPLE: &str = "traces/samples/hackbench-v7-zstd.dat";
+/// The same sample, inside the binary, for runs outside the source tree.
+const EMBEDDED_SAMPLE: &[u8] = include_bytes!("../traces/samples/hackbench-v7-zstd.dat");
+
+/// The default sample's path: in the working directory's traces/ as in a checkout, else
+/// in the source tree the binary was built from, else the embedded copy written once to
+/// the temporary directory.
+fn default_sample() -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_SAMPLE);
+    for p in [PathBuf::from(DEFAULT_SAMPLE), built] {
+        if p.is_file() {
+            return p;
+        }
+    }
+    let p = std::env::temp_dir().join(format!(
+        "sisreplay-{}-{}",
+        env!("CARGO_PKG_VERSION"),
+        Path::new(DEFAULT_SAMPLE)
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+    ));
+    let current = std::fs::metadata(&p).is_ok_and(|m| m.len() == EMBEDDED_SAMPLE.len() as u64);
+    if !current {
+        if let Err(e) = sisreplay::atomic::write(&p, EMBEDDED_SAMPLE) {
+            eprintln!("sisreplay: cannot unpack the built-in sample: {e}");
+        }
+    }
+    p
+}
+
+/// Says which trace a comparison replays when none was named, so a later run that
+/// analyses another one (after an import made a newer bundle) is not a surprise.
+fn say_implicit_traces(named: bool, traces: &[PathBuf]) {
+    if !named {
+        for t in traces {
+            eprintln!("sisreplay: no --trace given: replaying {}", t.display());
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -403,7 +442,7 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 }
 
 fn default_input(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| PathBuf::from(DEFAULT_SAMPLE))
+    given.unwrap_or_else(default_sample)
 }
 
 fn machine(spec: Option<&str>) -> Result<Option<Topology>, String> {
@@ -752,10 +791,14 @@ fn run_compare(args: CompareArgs) -> ExitCode {
     } = args;
     use sisreplay::compare;
     let arms: Vec<String> = std::iter::once(base).chain(others).collect();
-    let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+    let named = !traces.is_empty();
+    let sample = default_sample();
+    let (resolved, traces) =
+        match compare::resolve(&arms, traces, &traces_dir, &sample.to_string_lossy()) {
+            Ok(r) => r,
+            Err(e) => return fail(e),
+        };
+    say_implicit_traces(named, &traces);
     if windows < 2 {
         return fail("--windows must be at least 2 to measure variation");
     }
@@ -794,10 +837,14 @@ fn run_report(args: ReportArgs) -> ExitCode {
         return fail("--windows must be at least 2 to measure variation");
     }
     let arms: Vec<String> = std::iter::once(base).chain(others).collect();
-    let (resolved, traces) = match compare::resolve(&arms, traces, &traces_dir, DEFAULT_SAMPLE) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+    let named = !traces.is_empty();
+    let sample = default_sample();
+    let (resolved, traces) =
+        match compare::resolve(&arms, traces, &traces_dir, &sample.to_string_lossy()) {
+            Ok(r) => r,
+            Err(e) => return fail(e),
+        };
+    say_implicit_traces(named, &traces);
     let opts = report::ReportOptions {
         windows,
         timeline_ns: timeline.as_nanos().min(u64::MAX as u128) as u64,
