@@ -643,7 +643,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
         watchdog: std::env::current_exe().ok(),
     };
     match capture::capture(opts) {
-        Ok(meta) => {
+        Ok((dest, meta)) => {
             if json {
                 println!(
                     "{}",
@@ -652,6 +652,7 @@ fn run_capture(args: CaptureArgs) -> ExitCode {
                 return workload_status(&meta);
             }
             let cap = meta.provenance.capture();
+            println!("bundle: {}", dest.display());
             println!(
                 "{} events in {:.2} s, {} lost",
                 meta.events,

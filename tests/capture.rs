@@ -603,4 +603,6 @@ fn lost_events_count_the_kernels_overruns() {
         stdout.contains(&format!(", {} lost", meta.lost_total())),
         "{stdout}"
     );
+    // It says where the bundle went.
+    assert!(stdout.lines().any(|l| l == "bundle: cap"), "{stdout}");
 }

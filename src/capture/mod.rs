@@ -550,7 +550,8 @@ fn start_perf(
     }))
 }
 
-pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
+/// Records a capture; returns where its bundle went, and its metadata.
+pub fn capture(opts: CaptureOptions) -> Result<(PathBuf, Meta), CaptureError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(CaptureError::Privilege(
             "capture needs root: creating a tracefs instance, enabling events and opening \
@@ -596,7 +597,7 @@ pub fn capture(opts: CaptureOptions) -> Result<Meta, CaptureError> {
     let result = record(&opts, root, &spool_dir, &dest, start_utc, &mut watchdog);
     let _ = std::fs::remove_dir_all(&spool_dir);
     drop(watchdog);
-    result
+    result.map(|meta| (dest, meta))
 }
 
 fn record(
