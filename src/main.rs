@@ -860,15 +860,26 @@ fn run_report(args: ReportArgs) -> ExitCode {
         ReportFormat::Text => report::text::render(&r),
         ReportFormat::Json => serde_json::to_string_pretty(&r).expect("serialises") + "\n",
     };
-    let output = output.or_else(|| {
-        (format == ReportFormat::Html).then(|| {
-            let name: Vec<String> = arms
-                .iter()
-                .map(|a| a.replace(['/', ':', '='], "_"))
-                .collect();
-            PathBuf::from("reports").join(format!("{}.html", name.join("-vs-")))
-        })
-    });
+    let file_name = || {
+        let name: Vec<String> = arms
+            .iter()
+            .map(|a| a.replace(['/', ':', '='], "_"))
+            .collect();
+        let ext = match format {
+            ReportFormat::Html => "html",
+            ReportFormat::Text => "txt",
+            ReportFormat::Json => "json",
+        };
+        format!("{}.{ext}", name.join("-vs-"))
+    };
+    let output = match output {
+        // A directory (existing, or written with a trailing slash) gets the default name.
+        Some(dir) if dir.is_dir() || dir.as_os_str().to_string_lossy().ends_with('/') => {
+            Some(dir.join(file_name()))
+        }
+        Some(file) => Some(file),
+        None => (format == ReportFormat::Html).then(|| PathBuf::from("reports").join(file_name())),
+    };
     match output {
         Some(path) => match write_atomically(&path, &text) {
             Ok(()) => {

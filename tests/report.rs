@@ -271,3 +271,30 @@ fn an_unwritable_output_is_an_error_and_an_existing_report_survives() {
     assert_eq!(code, Some(2));
     assert!(err.contains("/proc/no/such/dir"), "{err}");
 }
+
+#[test]
+fn an_output_directory_gets_the_default_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = sample("hackbench-v6.dat");
+    // An existing directory, and one named with a trailing slash that does not exist yet.
+    for (o, format, want) in [
+        (dir.path().to_path_buf(), "html", "vanilla-vs-sis_util.html"),
+        (
+            dir.path().join("new"),
+            "text",
+            "new/vanilla-vs-sis_util.txt",
+        ),
+    ] {
+        let mut o = o.to_string_lossy().into_owned();
+        if format == "text" {
+            o.push('/');
+        }
+        let (code, out, err) = run(&[
+            "report", "vanilla", "sis_util", "--trace", &trace, "--format", format, "-o", &o,
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let written = dir.path().join(want);
+        assert_eq!(Path::new(out.trim()), written);
+        assert!(std::fs::metadata(&written).unwrap().len() > 1000);
+    }
+}
