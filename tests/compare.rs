@@ -161,3 +161,40 @@ fn captured_bundles_are_observed_arms() {
     assert!(!text.contains("se_eff"), "no arm has SIS counters:\n{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80));
 }
+
+/// Names too long for a column are numbered and spelled out whole once, never cut.
+#[test]
+fn long_names_are_numbered_with_a_legend() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let long = format!("{root}/traces/rig/2x4/rig-2x4-pingpong-no_limit-tracefs");
+    let (code, out, err) = run(&[
+        "compare",
+        "no_limit",
+        "sis_util",
+        &format!("trace:{long}"),
+        "--trace",
+        &long,
+        "--trace",
+        &sample("hackbench-v6.dat"),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("  A3 = rig-2x4-pingpong-no_limit-tracefs\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  T1 = rig-2x4-pingpong-no_limit-tracefs\n"),
+        "{out}"
+    );
+    // Short names stay as they are, and no name is cut.
+    assert!(
+        out.contains("no_limit(std%)") && out.contains("\nhackbench-v6 "),
+        "{out}"
+    );
+    assert!(out.contains("A3(std%)") && out.contains("\nT1 "), "{out}");
+    assert!(
+        !out.contains("rig-2x4-pingpo ") && !out.contains('~'),
+        "{out}"
+    );
+    assert!(out.lines().all(|l| l.chars().count() <= 80));
+}

@@ -4,19 +4,23 @@ use std::fmt::Write;
 
 use super::{Cell, Comparison};
 
-fn short(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
-/// At most `n` characters; a longer arm name keeps its end, where bundle names of one
-/// experiment differ (…-no_limit-tracefs, …-sis_util-tracefs), after a `~`.
-fn short_tail(s: &str, n: usize) -> String {
-    let len = s.chars().count();
-    if len <= n {
-        return s.to_string();
-    }
-    let tail: String = s.chars().skip(len - (n - 1)).collect();
-    format!("~{tail}")
+/// Column labels for `names`: each name that fits in `width` as itself, a longer one as
+/// `T1`, `T2`, ... (with `prefix` and its place), spelled out whole in the legend lines.
+fn labels(names: &[&str], width: usize, prefix: &str) -> (Vec<String>, Vec<String>) {
+    let mut legend = Vec::new();
+    let labels = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if n.chars().count() <= width {
+                return n.to_string();
+            }
+            let l = format!("{prefix}{}", i + 1);
+            legend.push(format!("{l:>4} = {n}"));
+            l
+        })
+        .collect();
+    (labels, legend)
 }
 
 fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
@@ -38,6 +42,23 @@ fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
     let mut absolute = false;
+    let arm_names: Vec<&str> = c.arms.iter().map(String::as_str).collect();
+    let (arms, arm_legend) = labels(&arm_names, 14, "A");
+    let trace_names: Vec<&str> = c.traces.iter().map(|t| t.trace.as_str()).collect();
+    let (traces, trace_legend) = labels(&trace_names, 15, "T");
+    // Names too long for a column are numbered, and spelled out here once.
+    if !arm_legend.is_empty() || !trace_legend.is_empty() {
+        for l in arm_legend.iter().chain(&trace_legend) {
+            let _ = writeln!(o, "{l}");
+        }
+        let _ = writeln!(o);
+    }
+    let trace_label = |name: &str| {
+        trace_names
+            .iter()
+            .position(|t| *t == name)
+            .map_or_else(|| name.to_string(), |i| traces[i].clone())
+    };
     // Columns: trace 16, then 21 per arm: three arms per block keeps 79 columns.
     for t in &c.tables {
         // A metric no arm has a value for (latency in a policy-only comparison) is left out.
@@ -51,12 +72,12 @@ pub fn render(c: &Comparison) -> String {
             idx.extend(chunk_start..(chunk_start + 2).min(c.arms.len()));
             let _ = write!(o, "{:<16}", "trace");
             for &i in &idx {
-                let label = format!("{}(std%)", short_tail(&c.arms[i], 14));
+                let label = format!("{}(std%)", arms[i]);
                 let _ = write!(o, "{label:>21}");
             }
             let _ = writeln!(o);
             for r in &t.rows {
-                let _ = write!(o, "{:<16}", short(&r.trace, 15));
+                let _ = write!(o, "{:<16}", trace_label(&r.trace));
                 for &i in &idx {
                     let s = render_cell(r.cells[i].as_ref(), i == 0);
                     absolute |= s.starts_with('[');
@@ -112,7 +133,7 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(
             o,
             "{:<16}{:>9}{:>8.2}{:>7.2}{:>9.0}{:>9.1}{:>9.1}{:>9.1}",
-            short(&s.trace, 15),
+            trace_label(&s.trace),
             ob.wakeups,
             pct(p.same_llc + p.cross_llc + p.cross_numa),
             pct(p.cross_llc + p.cross_numa),
@@ -144,7 +165,7 @@ pub fn render(c: &Comparison) -> String {
             let _ = writeln!(
                 o,
                 "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}",
-                short_tail(name, 15),
+                trace_label(name),
                 m.throughput_per_s,
                 vs,
                 m.latency_p50_ns as f64 / 1e3,
