@@ -78,8 +78,8 @@ enum Command {
     /// counters, search time, placements, rq locks, and agreement with the kernel.
     Replay(ReplayArgs),
     /// Compare policies on one or more traces, in the seeds' table layout: baseline
-    /// 1.00 (std%), others compare% (std%), * where Welch's t-test over time windows says
-    /// the difference is beyond the noise.
+    /// 1.00 (std%), others compare% (std%), * where a t-test over time windows (paired
+    /// between policies) says the difference is beyond the noise.
     Compare(CompareArgs),
     /// Write a report of a comparison for patch review: self-contained HTML with plots
     /// (default), mail-ready text within 80 columns, or JSON.

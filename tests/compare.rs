@@ -198,3 +198,28 @@ fn long_names_are_numbered_with_a_legend() {
     );
     assert!(out.lines().all(|l| l.chars().count() <= 80));
 }
+
+/// Policies replayed over one trace are compared window by window: on the rig's
+/// ping-pong capture SIS_UTIL's lower success rate is beyond the noise by the paired
+/// test; Welch's test, which ignores the pairing, left it within the windows' ±20 % swing.
+#[test]
+fn policies_on_one_trace_are_tested_paired() {
+    let t = format!(
+        "{}/traces/rig/2x4/rig-2x4-pingpong-no_limit-tracefs",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, out, err) = run(&["compare", "no_limit", "sis_util", "--trace", &t, "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["test"].as_str().unwrap().starts_with("paired"));
+    let success = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "success_rate")
+        .expect("a success-rate table");
+    let cells = &success["rows"][0]["cells"];
+    let (base, arm) = (&cells[0], &cells[1]);
+    assert!(arm["mean"].as_f64().unwrap() < base["mean"].as_f64().unwrap());
+    assert_eq!(arm["beyond_noise"], true, "{success}");
+}

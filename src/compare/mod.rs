@@ -1,7 +1,8 @@
 //! `sisreplay compare`: replays each trace through a baseline and other policies and sets
 //! them side by side the way the seeds' tables do: baseline 1.00 (std%), others as
-//! compare% (std%), std over time windows of the trace, and a marker where Welch's t-test
-//! (5 %, two-sided) says the difference is beyond that variation. An arm may also be a
+//! compare% (std%), std over time windows of the trace, and a marker where a t-test (5 %,
+//! two-sided; paired over the windows when both arms replayed the same trace, Welch's
+//! against a trace arm) says the difference is beyond that variation. An arm may also be a
 //! captured bundle: it reports what that trace recorded, beside the modelled arms.
 
 pub mod stats;
@@ -139,7 +140,8 @@ pub struct Cell {
     /// (mean − base mean) / base mean, in percent; 0 for the baseline, None when the
     /// baseline has no value for this metric.
     pub compare_pct: Option<f64>,
-    /// Welch's t-test against the baseline rejects equal means at 5 %.
+    /// The t-test against the baseline (paired over the same windows where both arms
+    /// replayed the row's trace, else Welch's) rejects equal means at 5 %.
     pub beyond_noise: bool,
 }
 
@@ -258,23 +260,38 @@ pub struct Comparison {
     pub traces: Vec<TraceSummary>,
 }
 
-fn cell(values: &[f64], base: Option<&[f64]>) -> Option<Cell> {
-    if values.is_empty() {
+/// One arm's cell from its per-window values (None where a window has no value), against
+/// the baseline's: a paired test when both were replayed over the same windows, Welch's
+/// otherwise.
+fn cell(values: &[Option<f64>], base: Option<(&[Option<f64>], bool)>) -> Option<Cell> {
+    let present: Vec<f64> = values.iter().flatten().copied().collect();
+    if present.is_empty() {
         return None;
     }
-    let (m, s) = stats::mean_std(values);
+    let (m, s) = stats::mean_std(&present);
     let std_pct = if m != 0.0 { 100.0 * s / m.abs() } else { 0.0 };
     let (compare_pct, beyond_noise) = match base {
         None => (Some(0.0), false),
-        Some([]) => (None, false),
-        Some(b) => {
-            let (bm, _) = stats::mean_std(b);
+        Some((b, _)) if b.iter().all(Option::is_none) => (None, false),
+        Some((b, paired)) => {
+            let b_present: Vec<f64> = b.iter().flatten().copied().collect();
+            let (bm, _) = stats::mean_std(&b_present);
             let pct = if bm != 0.0 {
                 100.0 * (m - bm) / bm.abs()
             } else {
                 0.0
             };
-            (Some(pct), stats::welch(b, values).2)
+            let significant = if paired {
+                let pairs: Vec<(f64, f64)> = b
+                    .iter()
+                    .zip(values)
+                    .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+                    .collect();
+                stats::paired(&pairs).2
+            } else {
+                stats::welch(&b_present, &present).2
+            };
+            (Some(pct), significant)
         }
     };
     Some(Cell {
@@ -447,7 +464,7 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
                 .iter()
                 .map(|(name, wakeups, pols)| {
                     let mut next_policy = pols.iter();
-                    let series: Vec<Vec<f64>> = arms
+                    let series: Vec<Vec<Option<f64>>> = arms
                         .iter()
                         .zip(&observed_of)
                         .map(|(a, obs)| match (a, obs) {
@@ -455,23 +472,31 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
                                 .observed
                                 .windows
                                 .iter()
-                                .filter_map(|w| metric.of_observed_window(w))
+                                .map(|w| metric.of_observed_window(w))
                                 .collect(),
                             _ => next_policy
                                 .next()
                                 .map(|p| {
                                     p.windows
                                         .iter()
-                                        .filter_map(|w| metric.of_policy_window(w))
+                                        .map(|w| metric.of_policy_window(w))
                                         .collect()
                                 })
                                 .unwrap_or_default(),
                         })
                         .collect();
+                    // Policies replayed over this row's trace share its windows; a trace
+                    // arm's windows are its own trace's.
+                    let same_windows = |i: usize| matches!(arms[i], Arm::Policy(_));
                     let cells = series
                         .iter()
                         .enumerate()
-                        .map(|(i, v)| cell(v, if i == 0 { None } else { Some(&series[0]) }))
+                        .map(|(i, v)| {
+                            let base = (i > 0).then(|| {
+                                (series[0].as_slice(), same_windows(0) && same_windows(i))
+                            });
+                            cell(v, base)
+                        })
                         .collect();
                     Row {
                         trace: name.clone(),
@@ -492,7 +517,7 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
             })
             .collect(),
         windows,
-        test: "Welch's t-test over time windows, two-sided, 5 %",
+        test: "paired t-test over windows, Welch's vs a trace arm, 5 %",
         tables,
         traces: summaries,
     })

@@ -1,5 +1,7 @@
-//! Mean, standard deviation and Welch's t-test over per-window values, to tell whether a
-//! difference between two arms is larger than the trace's own variation.
+//! Mean, standard deviation and t-tests over per-window values, to tell whether a
+//! difference between two arms is larger than the trace's own variation: paired when
+//! both arms were replayed over the same windows of one trace (the workload's own swing
+//! from window to window then cancels), Welch's when they come from different traces.
 
 /// Mean and sample standard deviation.
 pub fn mean_std(v: &[f64]) -> (f64, f64) {
@@ -38,12 +40,34 @@ pub fn welch(a: &[f64], b: &[f64]) -> (f64, f64, bool) {
     let t = (ma - mb) / (va + vb).sqrt();
     let df =
         (va + vb).powi(2) / (va * va / (a.len() as f64 - 1.0) + vb * vb / (b.len() as f64 - 1.0));
-    let crit = if df >= 31.0 {
+    (t, df, t.abs() > critical(df))
+}
+
+/// The two-sided 5 % critical value of Student's t at `df` degrees of freedom (rounded
+/// down); the normal 1.96 above 30.
+fn critical(df: f64) -> f64 {
+    if df >= 31.0 {
         1.96
     } else {
         T_CRIT[(df.floor().max(1.0) as usize) - 1]
-    };
-    (t, df, t.abs() > crit)
+    }
+}
+
+/// Paired t-test at 5 %, two-sided, over `(a_i, b_i)` pairs: (t of b − a, df,
+/// significant).
+pub fn paired(pairs: &[(f64, f64)]) -> (f64, f64, bool) {
+    if pairs.len() < 2 {
+        return (0.0, 0.0, false);
+    }
+    let d: Vec<f64> = pairs.iter().map(|(a, b)| b - a).collect();
+    let (md, sd) = mean_std(&d);
+    let df = (d.len() - 1) as f64;
+    if sd == 0.0 {
+        // Every window moved by the same amount: any difference is beyond the noise.
+        return (f64::INFINITY, df, md != 0.0);
+    }
+    let t = md / (sd / (d.len() as f64).sqrt());
+    (t, df, t.abs() > critical(df))
 }
 
 #[cfg(test)]
@@ -70,5 +94,25 @@ mod tests {
         // Means 0.5 apart with the same spread: t = −0.79, not significant.
         let c = [9.5, 10.5, 11.5, 9.5, 11.5];
         assert!(!welch(&a, &c).2);
+    }
+
+    #[test]
+    fn paired_by_hand() {
+        // The windows swing 10..50 but b is a + 1 ± 0.1 in each: differences 1.1, 0.9,
+        // 1.0, 1.1, 0.9, mean 1.0, sd 0.1, t = 1.0/(0.1/√5) = 22.36, df 4: significant,
+        // where Welch's, against the swing, is not.
+        let a = [10.0, 20.0, 30.0, 40.0, 50.0];
+        let b = [11.1, 20.9, 31.0, 41.1, 50.9];
+        let pairs: Vec<(f64, f64)> = a.iter().copied().zip(b.iter().copied()).collect();
+        let (t, df, sig) = paired(&pairs);
+        assert!((t - 1.0 / (0.1 / 5f64.sqrt())).abs() < 1e-6, "{t}");
+        assert_eq!(df, 4.0);
+        assert!(sig);
+        assert!(!welch(&a, &b).2);
+        // b lower in 3 of 5 windows and higher in 2, by the same amounts: no effect.
+        let c = [9.0, 21.0, 29.0, 41.0, 49.0];
+        let pairs: Vec<(f64, f64)> = a.iter().copied().zip(c.iter().copied()).collect();
+        assert!(!paired(&pairs).2);
+        assert!(!paired(&[(1.0, 2.0)]).2, "one pair says nothing");
     }
 }
