@@ -44,6 +44,26 @@ fn default_sample() -> PathBuf {
     p
 }
 
+/// Wakeups per window below which a window's value is mostly chance.
+const MIN_WAKEUPS_PER_WINDOW: u64 = 50;
+
+/// Warns when a trace has too few wakeups for the windows asked for: their spread, and
+/// every test over it, is then noise.
+fn warn_thin_windows(c: &sisreplay::compare::Comparison) {
+    for t in &c.traces {
+        let w = t.observed.wakeups;
+        if w < MIN_WAKEUPS_PER_WINDOW * c.windows as u64 {
+            eprintln!(
+                "sisreplay: warning: {} has {w} replayed wakeups for {} windows (under {} each): the variation and the tests are unreliable; use --windows {} or fewer",
+                t.trace,
+                c.windows,
+                MIN_WAKEUPS_PER_WINDOW,
+                (w / MIN_WAKEUPS_PER_WINDOW).max(2)
+            );
+        }
+    }
+}
+
 /// Says which trace a comparison replays when none was named, so a later run that
 /// analyses another one (after an import made a newer bundle) is not a surprise.
 fn say_implicit_traces(named: bool, traces: &[PathBuf]) {
@@ -803,7 +823,11 @@ fn run_compare(args: CompareArgs) -> ExitCode {
     if windows < 2 {
         return fail("--windows must be at least 2 to measure variation");
     }
-    match compare::compare(&resolved, &traces, windows) {
+    let c = compare::compare(&resolved, &traces, windows);
+    if let Ok(c) = &c {
+        warn_thin_windows(c);
+    }
+    match c {
         Ok(c) if json => {
             println!("{}", serde_json::to_string_pretty(&c).expect("serialises"));
             ExitCode::SUCCESS
@@ -855,6 +879,7 @@ fn run_report(args: ReportArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    warn_thin_windows(&r.comparison);
     let text = match format {
         ReportFormat::Html => report::html::render(&r),
         ReportFormat::Text => report::text::render(&r),
