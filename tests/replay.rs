@@ -362,3 +362,57 @@ fn observed_placements_migrations_and_latency() {
     });
     assert_eq!(windows, (2, 1, 1));
 }
+
+/// An alias of the traced kernel's policy is that policy: `vanilla` on a SIS_PROP kernel
+/// carries the fidelity, and no second, unrequested `sis_prop` series appears.
+#[test]
+fn an_alias_of_the_kernels_policy_is_not_replayed_twice() {
+    let t = sisreplay_sample("hackbench-v6.dat");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sisreplay"))
+        .args([
+            "replay",
+            &t,
+            "--policy",
+            "vanilla,sis_util",
+            "--as-kernel",
+            "sis_prop",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["vanilla", "sis_util"]);
+    assert!(v["policies"][0]["fidelity"].is_object());
+    assert!(v["policies"][1]["fidelity"].is_null());
+    // With other parameters it is another policy, and the kernel's own is added.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sisreplay"))
+        .args([
+            "replay",
+            &t,
+            "--policy",
+            "vanilla:hz=1000",
+            "--as-kernel",
+            "sis_prop",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["policies"].as_array().unwrap().len(), 2);
+    assert_eq!(v["policies"][1]["policy"], "sis_prop");
+}
+
+fn sisreplay_sample(name: &str) -> String {
+    format!("{}/traces/samples/{name}", env!("CARGO_MANIFEST_DIR"))
+}

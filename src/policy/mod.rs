@@ -272,6 +272,15 @@ impl PolicySpec {
         &self.text
     }
 
+    /// Whether this is the policy `name` (a name or spec) as a kernel runs it: the same
+    /// text, or the same policy under an alias with every parameter at its default
+    /// (`vanilla` is `sis_prop`).
+    pub fn is(&self, name: &str) -> bool {
+        self.text == name
+            || (self.entry.info.name == name
+                && self.params.in_force() == Params::defaults(self.entry.info).in_force())
+    }
+
     /// A fresh policy, with no state yet.
     pub fn build(&self) -> Box<dyn Policy> {
         (self.entry.build)(&self.params)

@@ -153,7 +153,7 @@ pub fn replay_parallel(
         .clone()
         .unwrap_or_else(|| traced_policy(release.as_deref(), features(meta)).to_string());
     let mut specs = opts.policies.clone();
-    if !specs.iter().any(|s| s.as_str() == as_kernel) {
+    if !specs.iter().any(|s| s.is(&as_kernel)) {
         specs.push(PolicySpec::parse(&as_kernel)?);
     }
     let n = jobs.min(specs.len());
@@ -320,11 +320,7 @@ fn setup(
         .clone()
         .unwrap_or_else(|| traced_policy(kernel_release.as_deref(), features(meta)).to_string());
     let mut specs = opts.policies.clone();
-    if opts.add_kernel_policy
-        && !specs
-            .iter()
-            .any(|s| s.as_str() == as_kernel || s.as_str().split(':').next() == Some(&as_kernel))
-    {
+    if opts.add_kernel_policy && !specs.iter().any(|s| s.is(&as_kernel)) {
         specs.push(PolicySpec::parse(&as_kernel)?);
     }
     Ok(Setup {

@@ -87,13 +87,16 @@ impl<'o> Replayer<'o> {
         observers: Vec<&'o mut dyn DecisionObserver>,
     ) -> Result<Replayer<'o>, ReplayError> {
         let mut arms = Vec::new();
+        // The first arm that is the traced kernel's policy is set against its choices.
+        let mut kernel_arm = setup.specs.iter().position(|s| s.is(&setup.as_kernel));
         for s in setup.specs {
             if !s.info().replayable {
                 return Err(PolicyError::NotReplayable(s.to_string()).into());
             }
             let mut metrics = PolicyMetrics::new(s.as_str());
-            if s.as_str() == setup.as_kernel {
+            if kernel_arm == Some(arms.len()) {
                 metrics.fidelity = Some(Fidelity::default());
+                kernel_arm = None;
             }
             arms.push(Arm {
                 policy: s.build(),
