@@ -64,14 +64,30 @@ fn warn_thin_windows(c: &sisreplay::compare::Comparison) {
     }
 }
 
-/// Says which trace a comparison replays when none was named, so a later run that
-/// analyses another one (after an import made a newer bundle) is not a surprise.
-fn say_implicit_traces(named: bool, traces: &[PathBuf]) {
+/// The arms and row traces of `compare` and `report`. When no trace is named, it says
+/// which it replays, so a later run that analyses another one (after an import made a
+/// newer bundle) is not a surprise.
+fn resolve_arms(
+    base: String,
+    others: Vec<String>,
+    traces: Vec<PathBuf>,
+    traces_dir: &Path,
+    windows: u32,
+) -> Result<(Vec<sisreplay::compare::Arm>, Vec<PathBuf>), String> {
+    if windows < 2 {
+        return Err("--windows must be at least 2 to measure variation".into());
+    }
+    let arms: Vec<String> = std::iter::once(base).chain(others).collect();
+    let named = !traces.is_empty();
+    let sample = default_sample();
+    let (resolved, traces) =
+        sisreplay::compare::resolve(&arms, traces, traces_dir, &sample.to_string_lossy())?;
     if !named {
-        for t in traces {
+        for t in &traces {
             eprintln!("sisreplay: no --trace given: replaying {}", t.display());
         }
     }
+    Ok((resolved, traces))
 }
 
 #[derive(Parser)]
@@ -811,18 +827,10 @@ fn run_compare(args: CompareArgs) -> ExitCode {
         json,
     } = args;
     use sisreplay::compare;
-    let arms: Vec<String> = std::iter::once(base).chain(others).collect();
-    let named = !traces.is_empty();
-    let sample = default_sample();
-    let (resolved, traces) =
-        match compare::resolve(&arms, traces, &traces_dir, &sample.to_string_lossy()) {
-            Ok(r) => r,
-            Err(e) => return fail(e),
-        };
-    say_implicit_traces(named, &traces);
-    if windows < 2 {
-        return fail("--windows must be at least 2 to measure variation");
-    }
+    let (resolved, traces) = match resolve_arms(base, others, traces, &traces_dir, windows) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     let c = compare::compare(&resolved, &traces, windows);
     if let Ok(c) = &c {
         warn_thin_windows(c);
@@ -857,19 +865,14 @@ fn run_report(args: ReportArgs) -> ExitCode {
         timeline,
         traces_dir,
     } = args;
-    use sisreplay::{compare, report};
-    if windows < 2 {
-        return fail("--windows must be at least 2 to measure variation");
-    }
-    let arms: Vec<String> = std::iter::once(base).chain(others).collect();
-    let named = !traces.is_empty();
-    let sample = default_sample();
-    let (resolved, traces) =
-        match compare::resolve(&arms, traces, &traces_dir, &sample.to_string_lossy()) {
-            Ok(r) => r,
-            Err(e) => return fail(e),
-        };
-    say_implicit_traces(named, &traces);
+    use sisreplay::report;
+    let arms: Vec<String> = std::iter::once(base.clone())
+        .chain(others.clone())
+        .collect();
+    let (resolved, traces) = match resolve_arms(base, others, traces, &traces_dir, windows) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     let opts = report::ReportOptions {
         windows,
         timeline_ns: timeline.as_nanos().min(u64::MAX as u128) as u64,
