@@ -298,3 +298,52 @@ fn an_output_directory_gets_the_default_file_name() {
         assert!(std::fs::metadata(&written).unwrap().len() > 1000);
     }
 }
+
+/// The verdict leads with the evidence behind it, words a change by its interval and
+/// the metric's practical threshold, and says which arms cannot differ on the machine.
+#[test]
+fn the_verdict_carries_its_interval_threshold_and_trust() {
+    let ping = format!("{}/traces/host/pingpong-2pairs", env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = run(&[
+        "report", "vanilla", "sis_util", "no_limit", "--trace", &ping, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for x in v["verdicts"].as_array().unwrap() {
+        let change = x["change_pct"].as_f64().unwrap();
+        let practical = x["practical_pct"].as_f64().unwrap();
+        let word = x["word"].as_str().unwrap();
+        // The word follows from the numbers it stands beside.
+        let want = if x["mean"] == x["base_mean"] {
+            "identical"
+        } else if x["beyond_noise"] != true {
+            "within noise"
+        } else if change.abs() < practical {
+            "negligible"
+        } else if x["better"] == true {
+            "better"
+        } else {
+            "worse"
+        };
+        assert_eq!(word, want, "{x}");
+        if word != "identical" {
+            let iv = x["change_interval_pct"].as_array().expect("an interval");
+            let (lo, hi) = (iv[0].as_f64().unwrap(), iv[1].as_f64().unwrap());
+            assert!(lo <= hi);
+            // Beyond the noise exactly when the interval leaves out zero (paired arms).
+            assert_eq!(x["beyond_noise"] == true, lo > 0.0 || hi < 0.0, "{x}");
+        }
+        // This machine's own ping-pong: the model picks the kernel's CPU > 99 % of the time.
+        assert_eq!(x["trust"], "strong");
+        assert!(x["fidelity_pct"].as_f64().unwrap() > 99.0);
+    }
+    // On a 2-CPU LLC no_limit searches as SIS_PROP does: said, not left to be inferred.
+    let (_, text, _) = run(&[
+        "report", "vanilla", "sis_util", "no_limit", "--trace", &ping, "--format", "text",
+    ]);
+    assert!(
+        text.contains("no_limit cannot differ from vanilla on T1"),
+        "{text}"
+    );
+    assert!(text.contains("T1 pingpong-2pairs: trust strong"), "{text}");
+}

@@ -76,12 +76,12 @@ impl Metric {
     pub fn short(self) -> &'static str {
         match self {
             Metric::SeEff => "se_eff%",
-            Metric::SuccessRate => "success rate %",
-            Metric::ScannedPerSearch => "runqueues scanned per search",
-            Metric::SearchUsPerWakeup => "search us per wakeup",
-            Metric::MovedPct => "moved off prev %",
+            Metric::SuccessRate => "success %",
+            Metric::ScannedPerSearch => "scanned/search",
+            Metric::SearchUsPerWakeup => "search us/wakeup",
+            Metric::MovedPct => "moved %",
             Metric::CrossLlcPct => "cross-LLC %",
-            Metric::WakeupLatencyUs => "wakeup latency us",
+            Metric::WakeupLatencyUs => "latency us",
         }
     }
     /// The unit of the metric's values, for axes.
@@ -94,6 +94,17 @@ impl Metric {
     }
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::SeEff | Metric::SuccessRate)
+    }
+    /// The smallest change, in percent of the baseline, worth a reviewer's attention: a
+    /// difference beyond the noise but smaller is called negligible. Counts of scans and
+    /// their time move in large steps between policies, so a few percent is little; a
+    /// shift of placements or latency by 1 % is already a real effect on a machine.
+    pub fn practical_pct(self) -> f64 {
+        match self {
+            Metric::SeEff | Metric::SuccessRate => 2.0,
+            Metric::ScannedPerSearch | Metric::SearchUsPerWakeup => 5.0,
+            Metric::MovedPct | Metric::CrossLlcPct | Metric::WakeupLatencyUs => 1.0,
+        }
     }
     /// The value of a modelled arm in one window; None where a model says nothing.
     fn of_policy_window(self, w: &Window) -> Option<f64> {
@@ -143,6 +154,9 @@ pub struct Cell {
     /// The t-test against the baseline (paired over the same windows where both arms
     /// replayed the row's trace, else Welch's) rejects equal means at 5 %.
     pub beyond_noise: bool,
+    /// The 95 % confidence interval of the change, in percent of the baseline's mean,
+    /// from the same test; None for the baseline or too few windows.
+    pub change_interval_pct: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -270,9 +284,9 @@ fn cell(values: &[Option<f64>], base: Option<(&[Option<f64>], bool)>) -> Option<
     }
     let (m, s) = stats::mean_std(&present);
     let std_pct = if m != 0.0 { 100.0 * s / m.abs() } else { 0.0 };
-    let (compare_pct, beyond_noise) = match base {
-        None => (Some(0.0), false),
-        Some((b, _)) if b.iter().all(Option::is_none) => (None, false),
+    let (compare_pct, beyond_noise, change_interval_pct) = match base {
+        None => (Some(0.0), false, None),
+        Some((b, _)) if b.iter().all(Option::is_none) => (None, false, None),
         Some((b, paired)) => {
             let b_present: Vec<f64> = b.iter().flatten().copied().collect();
             let (bm, _) = stats::mean_std(&b_present);
@@ -281,17 +295,22 @@ fn cell(values: &[Option<f64>], base: Option<(&[Option<f64>], bool)>) -> Option<
             } else {
                 0.0
             };
-            let significant = if paired {
+            let (significant, interval) = if paired {
                 let pairs: Vec<(f64, f64)> = b
                     .iter()
                     .zip(values)
                     .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
                     .collect();
-                stats::paired(&pairs).2
+                (stats::paired(&pairs).2, stats::paired_interval(&pairs))
             } else {
-                stats::welch(&b_present, &present).2
+                (
+                    stats::welch(&b_present, &present).2,
+                    stats::welch_interval(&b_present, &present),
+                )
             };
-            (Some(pct), significant)
+            let in_pct = |d: f64| if bm != 0.0 { 100.0 * d / bm.abs() } else { 0.0 };
+            let interval = interval.map(|(lo, hi)| (in_pct(lo), in_pct(hi)));
+            (Some(pct), significant, interval)
         }
     };
     Some(Cell {
@@ -299,6 +318,7 @@ fn cell(values: &[Option<f64>], base: Option<(&[Option<f64>], bool)>) -> Option<
         std_pct,
         compare_pct,
         beyond_noise,
+        change_interval_pct,
     })
 }
 

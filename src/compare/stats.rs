@@ -53,6 +53,36 @@ fn critical(df: f64) -> f64 {
     }
 }
 
+/// The 95 % confidence interval of the mean of b − a over `(a_i, b_i)` pairs; None with
+/// fewer than two.
+pub fn paired_interval(pairs: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if pairs.len() < 2 {
+        return None;
+    }
+    let d: Vec<f64> = pairs.iter().map(|(a, b)| b - a).collect();
+    let (md, sd) = mean_std(&d);
+    let half = critical((d.len() - 1) as f64) * sd / (d.len() as f64).sqrt();
+    Some((md - half, md + half))
+}
+
+/// The 95 % confidence interval of mean(b) − mean(a) for independent samples (Welch).
+pub fn welch_interval(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, sa) = mean_std(a);
+    let (mb, sb) = mean_std(b);
+    let (va, vb) = (sa * sa / a.len() as f64, sb * sb / b.len() as f64);
+    let d = mb - ma;
+    if va + vb == 0.0 {
+        return Some((d, d));
+    }
+    let df =
+        (va + vb).powi(2) / (va * va / (a.len() as f64 - 1.0) + vb * vb / (b.len() as f64 - 1.0));
+    let half = critical(df) * (va + vb).sqrt();
+    Some((d - half, d + half))
+}
+
 /// Paired t-test at 5 %, two-sided, over `(a_i, b_i)` pairs: (t of b − a, df,
 /// significant).
 pub fn paired(pairs: &[(f64, f64)]) -> (f64, f64, bool) {
@@ -114,5 +144,18 @@ mod tests {
         let pairs: Vec<(f64, f64)> = a.iter().copied().zip(c.iter().copied()).collect();
         assert!(!paired(&pairs).2);
         assert!(!paired(&[(1.0, 2.0)]).2, "one pair says nothing");
+        // The interval of the first case: 1.0 ± 2.776 · 0.1/√5 (t at 4 df).
+        let pairs: Vec<(f64, f64)> = a.iter().copied().zip(b.iter().copied()).collect();
+        let (lo, hi) = paired_interval(&pairs).unwrap();
+        let half = 2.776 * 0.1 / 5f64.sqrt();
+        assert!((lo - (1.0 - half)).abs() < 1e-9 && (hi - (1.0 + half)).abs() < 1e-9);
+        // Welch's interval of the hand-worked case above: b − a = 2 ± 2.306 · √0.4 (8 df).
+        let (lo, hi) = welch_interval(
+            &[9.0, 10.0, 11.0, 9.0, 11.0],
+            &[11.0, 12.0, 13.0, 11.0, 13.0],
+        )
+        .unwrap();
+        assert!((lo - (2.0 - 2.306 * 0.4f64.sqrt())).abs() < 1e-9, "{lo}");
+        assert!((hi - (2.0 + 2.306 * 0.4f64.sqrt())).abs() < 1e-9, "{hi}");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{plots, Report, TraceReport};
+use super::{plots, trust_of, Report, TraceReport};
 use crate::compare::{Cell, Metric};
 use crate::metrics::Log2Hist;
 
@@ -39,6 +39,10 @@ td.t{text-align:left;white-space:normal;min-width:8rem}
 td.better{color:#00734d;font-weight:600}
 td.worse{color:#b03a00;font-weight:600}
 td.same{color:#555}
+.strong{color:#00734d}
+.moderate{color:#8a6d00}
+.weak{color:#b03a00;font-weight:600}
+.unknown{color:#555}
 figure{margin:.8rem 0 1.4rem}
 figure svg{width:100%;height:auto;display:block}
 figcaption{font-size:.88rem;color:#444;margin-top:.3rem}
@@ -601,32 +605,69 @@ fn head_section(o: &mut String, r: &Report) {
 /// Each arm against the baseline, metric by metric.
 fn verdict_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
-    // Verdict.
+    let _ = writeln!(o, "<section id=\"verdict\"><h2>Verdict</h2>");
+    // The evidence first: how well the model of the traced kernel reproduced each trace.
+    let _ = writeln!(o, "<ul class=\"trust\">");
+    for t in &r.traces {
+        let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
+        let pct = fid.map(|f| f.agreement_pct());
+        let trust = trust_of(pct);
+        let what = match fid {
+            Some(f) => format!(
+                "the model of its kernel ({}) picks the kernel's CPU for {:.1} % of {} wakeups",
+                t.replay.as_kernel,
+                f.agreement_pct(),
+                f.decisions
+            ),
+            None => "no model of its kernel was checked against it".into(),
+        };
+        let warn = if trust == "weak" {
+            ": the modelled numbers of this trace are not to be relied on"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "<li><b>{}</b>: {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
+            escape(&t.name),
+            escape(&what)
+        );
+    }
+    let _ = writeln!(o, "</ul>");
     let _ = writeln!(
         o,
-        "<section id=\"verdict\"><h2>Verdict</h2><p>Each arm against {}: the change in the \
-         metric's mean, and whether it is beyond the variation between time windows ({}).</p>\
+        "<p>Each arm against {}: the change in the metric's mean with its 95 % interval \
+         ({}); better or worse only beyond the noise and past the metric's practical \
+         threshold, else negligible.</p>\
          <div class=\"scroll\"><table><thead><tr><th>metric</th><th>trace</th><th>arm</th>\
-         <th>baseline mean</th><th>arm mean</th><th>change</th><th>verdict</th></tr></thead><tbody>",
+         <th>baseline</th><th>arm</th><th>change [95 %]</th><th>verdict</th><th>trust</th>\
+         </tr></thead><tbody>",
         escape(&c.arms[0]),
         escape(c.test)
     );
     for v in &r.verdicts {
-        let (class, word) = match (v.beyond_noise, v.better) {
-            _ if v.mean == v.base_mean => ("same", "identical"),
-            (false, _) => ("same", "within noise"),
-            (true, true) => ("better", "better"),
-            (true, false) => ("worse", "worse"),
+        let class = match v.word {
+            "better" => "better",
+            "worse" => "worse",
+            _ => "same",
         };
+        let interval = v
+            .change_interval_pct
+            .map_or(String::new(), |(lo, hi)| format!(" [{lo:+.1}, {hi:+.1}]"));
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{:.3}</td><td>{:.3}</td><td>{:+.2}%</td><td class=\"{class}\">{word}</td></tr>",
+            "<tr><td>{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{:.3}</td>\
+             <td>{:.3}</td><td>{:+.2}%{interval}</td><td class=\"{class}\">{}</td>\
+             <td class=\"{}\">{}</td></tr>",
             escape(v.metric.short()),
             escape(&v.trace),
             escape(&v.arm),
             v.base_mean,
             v.mean,
-            v.change_pct
+            v.change_pct,
+            v.word,
+            v.trust,
+            v.trust
         );
     }
     let _ = writeln!(o, "</tbody></table></div></section>");

@@ -45,6 +45,60 @@ pub struct Verdict {
     pub change_pct: f64,
     pub better: bool,
     pub beyond_noise: bool,
+    /// The change's 95 % confidence interval, percent of the baseline.
+    pub change_interval_pct: Option<(f64, f64)>,
+    /// The smallest change the metric counts as worth attention, percent.
+    pub practical_pct: f64,
+    /// identical, within noise, negligible, better or worse.
+    pub word: &'static str,
+    /// How often the model of the traced kernel picked the kernel's CPU on this trace,
+    /// percent: the evidence behind every modelled number of it.
+    pub fidelity_pct: Option<f64>,
+    /// strong (≥ 95 %), moderate (≥ 90 %), weak (below) or unknown.
+    pub trust: &'static str,
+}
+
+/// The word for a change: beyond the windows' noise and at least the metric's practical
+/// threshold to count as better or worse.
+fn verdict_word(v: &Verdict) -> &'static str {
+    if v.mean == v.base_mean {
+        "identical"
+    } else if !v.beyond_noise {
+        "within noise"
+    } else if v.change_pct.abs() < v.practical_pct {
+        "negligible"
+    } else if v.better {
+        "better"
+    } else {
+        "worse"
+    }
+}
+
+/// The arms that decided exactly as the baseline in every metric of `trace` (as
+/// no_limit and SIS_PROP do on an LLC too small for their budgets to differ).
+pub fn arms_that_cannot_differ<'a>(r: &'a Report, trace: &str) -> Vec<&'a str> {
+    r.comparison.arms[1..]
+        .iter()
+        .filter(|arm| {
+            let mut of_arm = r
+                .verdicts
+                .iter()
+                .filter(|v| v.trace == trace && &v.arm == *arm)
+                .peekable();
+            of_arm.peek().is_some() && of_arm.all(|v| v.word == "identical")
+        })
+        .map(String::as_str)
+        .collect()
+}
+
+/// How far a model's agreement with the kernel's choices lets its numbers be trusted.
+pub fn trust_of(fidelity_pct: Option<f64>) -> &'static str {
+    match fidelity_pct {
+        Some(f) if f >= 95.0 => "strong",
+        Some(f) if f >= 90.0 => "moderate",
+        Some(_) => "weak",
+        None => "unknown",
+    }
 }
 
 /// What the report says about one trace beside the comparison.
@@ -96,7 +150,17 @@ pub enum ReportError {
 }
 
 /// One verdict per metric, arm and trace where both sides have a value.
-fn verdicts(c: &Comparison) -> Vec<Verdict> {
+fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
+    let fidelity = |trace: &str| {
+        traces
+            .iter()
+            .find(|t| t.name == trace)?
+            .replay
+            .policies
+            .iter()
+            .find_map(|p| p.fidelity.as_ref())
+            .map(|f| f.agreement_pct())
+    };
     let mut out = Vec::new();
     for t in &c.tables {
         for row in &t.rows {
@@ -113,7 +177,8 @@ fn verdicts(c: &Comparison) -> Vec<Verdict> {
                 } else {
                     cell.mean < base.mean
                 };
-                out.push(Verdict {
+                let fidelity_pct = fidelity(&row.trace);
+                let mut v = Verdict {
                     metric: t.metric,
                     trace: row.trace.clone(),
                     arm: c.arms[i].clone(),
@@ -123,7 +188,14 @@ fn verdicts(c: &Comparison) -> Vec<Verdict> {
                     change_pct: change,
                     better,
                     beyond_noise: cell.beyond_noise,
-                });
+                    change_interval_pct: cell.change_interval_pct,
+                    practical_pct: t.metric.practical_pct(),
+                    word: "",
+                    fidelity_pct,
+                    trust: trust_of(fidelity_pct),
+                };
+                v.word = verdict_word(&v);
+                out.push(v);
             }
         }
     }
@@ -208,7 +280,7 @@ pub fn build(
     Ok(Report {
         sisreplay_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: opts.command_line.clone(),
-        verdicts: verdicts(&comparison),
+        verdicts: verdicts(&comparison, &reports),
         comparison,
         traces: reports,
         policies,

@@ -41,24 +41,89 @@ pub fn render(r: &Report) -> String {
         c.arms[0]
     );
     let _ = writeln!(o);
-    let _ = writeln!(o, "Verdict ({}):", c.test);
-    for v in &r.verdicts {
-        let word = match (v.beyond_noise, v.better) {
-            _ if v.mean == v.base_mean => "identical",
-            (false, _) => "within noise",
-            (true, true) => "better",
-            (true, false) => "worse",
+    // The evidence first: how well the model of each traced kernel reproduced its trace;
+    // these lines also name the traces (T1, T2, ...) the verdict refers to.
+    for (i, t) in r.traces.iter().enumerate() {
+        let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
+        let trust = super::trust_of(fid.map(|f| f.agreement_pct()));
+        let line = match fid {
+            Some(f) => format!(
+                "T{} {}: trust {trust}, {}'s model picks the kernel's CPU for {:.1}% of {} \
+                 wakeups{}",
+                i + 1,
+                t.name,
+                t.replay.as_kernel,
+                f.agreement_pct(),
+                f.decisions,
+                if trust == "weak" {
+                    "; its modelled numbers are not to be relied on"
+                } else {
+                    ""
+                }
+            ),
+            None => format!("T{} {}: trust unknown, no model checked", i + 1, t.name),
         };
+        let _ = writeln!(o, "{}", fit(&line));
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{}",
+        fit(&format!(
+            "Verdict: baseline -> arm, change [95 % interval] ({}):",
+            c.test
+        ))
+    );
+    let label = |trace: &str| {
+        r.traces
+            .iter()
+            .position(|t| t.name == trace)
+            .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
+    };
+    for v in r.verdicts.iter().filter(|v| v.word != "identical") {
+        let interval = v
+            .change_interval_pct
+            .map_or(String::new(), |(lo, hi)| format!(" [{lo:+.1}, {hi:+.1}]"));
         let line = format!(
-            "  {}, {}: {} {:+.2}% ({:.3} vs {:.3}), {word}",
-            v.trace,
+            "  {} {} {} {:.3} -> {:.3} {:+.2}%{interval} {}",
+            label(&v.trace),
             v.metric.short(),
             v.arm,
-            v.change_pct,
+            v.base_mean,
             v.mean,
-            v.base_mean
+            v.change_pct,
+            v.word
         );
         let _ = writeln!(o, "{}", fit(&line));
+    }
+    // What did not change at all, one line per arm.
+    for arm in &c.arms[1..] {
+        let same: Vec<String> = r
+            .verdicts
+            .iter()
+            .filter(|v| &v.arm == arm && v.word == "identical")
+            .map(|v| format!("{} {}", label(&v.trace), v.metric.short()))
+            .collect();
+        if !same.is_empty() {
+            let _ = writeln!(
+                o,
+                "{}",
+                fit(&format!("  {arm} identical: {}", same.join(", ")))
+            );
+        }
+    }
+    for (i, t) in r.traces.iter().enumerate() {
+        for arm in super::arms_that_cannot_differ(r, &t.name) {
+            let _ = writeln!(
+                o,
+                "{}",
+                fit(&format!(
+                    "  {arm} cannot differ from {} on T{} (identical in every metric)",
+                    c.arms[0],
+                    i + 1
+                ))
+            );
+        }
     }
     let _ = writeln!(o);
     o.push_str(&crate::compare::text::render(c));
