@@ -258,7 +258,7 @@ fn kernel_sis_counters_beside_the_model() {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("traces/rig/kernel-sis-stats+noinline/2x4")
                 .join(&name);
-            let meta = bundle::read_meta(&p).unwrap();
+            let meta = sisreplay::bundle::read_meta(&p).unwrap();
             assert_eq!(
                 meta.kernel_release.as_deref(),
                 Some("6.1.192-rig-sis-stats+noinline")
@@ -288,7 +288,7 @@ fn kernel_sis_counters_beside_the_model() {
                 // 2.20-2.66.
                 assert!(k.search as f64 >= 0.99 * km.search as f64, "{name}");
                 let per =
-                    |k: &sisreplay::policy::sis::SisCounters| k.scanned as f64 / k.search as f64;
+                    |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
                 assert!(
                     (per(k) - per(km)).abs() < 0.1,
                     "{name}: {} vs {}",
@@ -297,5 +297,29 @@ fn kernel_sis_counters_beside_the_model() {
                 );
             }
         }
+    }
+}
+
+/// A patched kernel is replayed with its patch's model: the SIS_UTIL captures of the
+/// sis-util-v3 kernel as sis_util_v3, whose counters sit beside the kernel's.
+#[test]
+fn sis_util_v3_kernel_is_replayed_with_the_v3_model() {
+    use sisreplay::metrics::kernel_sis;
+    for workload in ["hackbench", "pingpong"] {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("traces/rig/kernel-sis-stats+noinline+sis-util-v3/2x4")
+            .join(format!("rig-2x4-{workload}-sis_util-tracefs"));
+        let meta = sisreplay::bundle::read_meta(&p).unwrap();
+        let m = kernel_sis::measured(&meta).unwrap();
+        let r = replay_bundle(&p, &[]);
+        assert_eq!(r.as_kernel, "sis_util_v3", "{workload}");
+        let k = &r
+            .policies
+            .iter()
+            .find(|x| x.policy == r.as_kernel)
+            .unwrap()
+            .counters;
+        assert!(m.counters.search >= k.search && k.search > 0, "{workload}");
+        assert!(kernel_fidelity(&r).agreement_pct() >= 85.0, "{workload}");
     }
 }
