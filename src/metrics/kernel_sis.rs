@@ -1,4 +1,4 @@
-//! The kernel's own SIS counters, measured: Mel Gorman's counters (kernel-model.md §7.2) as
+//! The kernel's own SIS counters, measured, and the policy a patched rig kernel runs: Mel Gorman's counters (kernel-model.md §7.2) as
 //! the rig's `sis-stats` patch appends them to each cpu line of /proc/schedstat, read from
 //! the snapshots capture records before and after the workload (meta.json's
 //! `capture.schedstat_before` / `schedstat_after`), and set beside the counters a policy
@@ -154,9 +154,44 @@ pub fn text(m: &Measured, policy: &str, modelled: &SisCounters) -> String {
     o
 }
 
+/// The policy model of a rig kernel built with patch series (its release ends in
+/// `-rig-SERIES+SERIES...`, see traces/rig/kernel/), given the policy its sched features
+/// select: SIS_UTIL on a kernel with `sis-util-v3` runs v3's formula; SIS_PROP on one with
+/// `cas` (and `cas-static`) runs CAS over SIS_PROP's budget, which is what the cas models
+/// assume. Anything else keeps `by_features`.
+pub fn patched_policy(release: Option<&str>, by_features: &'static str) -> &'static str {
+    let Some((_, series)) = release.and_then(|r| r.split_once("-rig-")) else {
+        return by_features;
+    };
+    let has = |s: &str| series.split('+').any(|x| x == s);
+    match by_features {
+        "sis_util" if has("sis-util-v3") => "sis_util_v3",
+        "sis_prop" if has("cas-static") => "cas_static",
+        "sis_prop" if has("cas") => "cas",
+        p => p,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rig_kernels_map_to_their_patches_models() {
+        let v3 = Some("6.1.192-rig-sis-stats+noinline+sis-util-v3");
+        assert_eq!(patched_policy(v3, "sis_util"), "sis_util_v3");
+        assert_eq!(patched_policy(v3, "no_limit"), "no_limit");
+        let cas = Some("6.1.192-rig-sis-stats+noinline+cas");
+        assert_eq!(patched_policy(cas, "sis_prop"), "cas");
+        assert_eq!(patched_policy(cas, "sis_util"), "sis_util");
+        let st = Some("6.1.192-rig-sis-stats+noinline+cas+cas-static");
+        assert_eq!(patched_policy(st, "sis_prop"), "cas_static");
+        assert_eq!(
+            patched_policy(Some("6.1.0-57-amd64"), "sis_util"),
+            "sis_util"
+        );
+        assert_eq!(patched_policy(None, "sis_prop"), "sis_prop");
+    }
 
     const BEFORE: &str = "version 18\ntimestamp 1\n\
         cpu0 0 0 5 1 7 2 100 50 3 10 4 20 1 2 3 0 0\n\

@@ -224,11 +224,13 @@ fn features(meta: Option<&Meta>) -> Option<&str> {
 
 /// The policy the traced kernel ran: from its sched features when the capture could read
 /// them (`SIS_UTIL`, `NO_SIS_UTIL`, `SIS_PROP`, `NO_SIS_PROP` in debugfs
-/// sched/features), else the release's default.
+/// sched/features), else the release's default; on a rig kernel built with a policy's
+/// patch, that patch's model (`kernel_sis::patched_policy`).
 pub fn traced_policy(release: Option<&str>, features: Option<&str>) -> &'static str {
-    features
+    let by_features = features
         .and_then(crate::policy::from_features)
-        .map_or_else(|| kernel_policy(release), |info| info.name)
+        .map_or_else(|| kernel_policy(release), |info| info.name);
+    crate::metrics::kernel_sis::patched_policy(release, by_features)
 }
 
 /// The policy the kernel of a bundle ran.

@@ -173,6 +173,10 @@ done
     echo 'cat /sys/kernel/debug/sched/features > /out/features-default.txt'
     echo 'ls /sys/kernel/debug/sched/domains/cpu0 > /out/domains.txt 2>&1'
     echo 'cat /sys/kernel/debug/sched/domains/cpu0/domain*/name >> /out/domains.txt 2>&1'
+    # Which of the idle search's functions a probe can reach (out of line, traceable).
+    echo 'T=/sys/kernel/tracing; for f in select_task_rq_fair select_idle_sibling select_idle_cpu select_idle_core select_idle_smt; do'
+    echo '  k=$(grep -cE " $f(\.[a-z]+\.[0-9]+)?$" /proc/kallsyms); t=$(grep -cE "^$f(\.[a-z]+\.[0-9]+)?( |$)" $T/available_filter_functions)'
+    echo '  echo "$f kallsyms=$k traceable=$t"; done > /out/probeable.txt'
     for s in "${settings[@]}"; do
         name=${s%%:*}; feats=${s#*:}
         [[ ",$only_settings," == *",$name,"* ]] || continue

@@ -192,22 +192,29 @@ rm -rf "$build.new"
 mkdir -p "$image.tmp"
 echo "build.sh: building $name ($key) with -j$jobs; log in ${image#"$top"/}.tmp/build.log" >&2
 start=$(date +%s)
+load=$(cut -d' ' -f1 /proc/loadavg)
+# The make's CPU time (its children's user + system), which the host's other load does not
+# inflate the way it inflates the wall time.
+cpu0=$(awk '{print $16 + $17}' /proc/$$/stat)
 if ! nice -n 19 make -C "$tree" O="$build" ARCH=x86_64 -j"$jobs" bzImage > "$image.tmp/build.log" 2>&1; then
     tail -30 "$image.tmp/build.log" >&2
     echo "build.sh: the build failed (log: $image.tmp/build.log)" >&2
     exit 1
 fi
 secs=$(( $(date +%s) - start ))
+cpu_secs=$(( ($(awk '{print $16 + $17}' /proc/$$/stat) - cpu0) / $(getconf CLK_TCK) ))
 cp "$build/arch/x86/boot/bzImage" "$build/.config" "$build/System.map" "$image.tmp/"
 {
     echo "name=$name"
     echo "source=linux-source-6.1 $version"
     echo "release=$(cat "$build/include/config/kernel.release")"
     echo "build_seconds=$secs"
+    echo "build_cpu_seconds=$cpu_secs"
+    echo "loadavg_at_start=$load loadavg_at_end=$(cut -d' ' -f1 /proc/loadavg)"
     echo "jobs=$jobs"
     for p in "${patches[@]}"; do echo "patch=${p#"$top"/}"; done
 } > "$image.tmp/info"
 rm -rf "$image"
 mv "$image.tmp" "$image"
-echo "build.sh: built $name in $secs s" >&2
+echo "build.sh: built $name in $secs s ($cpu_secs s of CPU)" >&2
 echo "$image/bzImage"
