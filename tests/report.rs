@@ -347,3 +347,41 @@ fn the_verdict_carries_its_interval_threshold_and_trust() {
     );
     assert!(text.contains("T1 pingpong-2pairs: trust strong"), "{text}");
 }
+
+/// The longest waits come with a command that explains them, and it does: the wakee's
+/// pid and the policies' steps for that very wakeup. The per-task table agrees with them.
+#[test]
+fn the_longest_waits_come_with_a_working_explain_command() {
+    let ping = format!("{}/traces/host/pingpong-2pairs", env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &ping, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["traces"][0];
+    let ob = &t["replay"]["observed"];
+    let worst = ob["worst"].as_array().unwrap();
+    assert!(!worst.is_empty());
+    let lat: Vec<u64> = worst
+        .iter()
+        .map(|w| w["latency_ns"].as_u64().unwrap())
+        .collect();
+    assert!(
+        lat.windows(2).all(|p| p[0] >= p[1]),
+        "longest first: {lat:?}"
+    );
+    // The longest of all is the p100 of the trace's latencies.
+    assert_eq!(lat[0], ob["latency"]["max"].as_u64().unwrap());
+    let (pid, ts) = (
+        worst[0]["pid"].as_i64().unwrap(),
+        worst[0]["waking_ns"].as_u64().unwrap(),
+    );
+    // The task with the longest single wait heads the per-task table, with that wait.
+    let top = &ob["per_task"][0];
+    assert_eq!(top["max_ns"].as_u64().unwrap(), lat[0]);
+    assert!(t["task_names"][pid.to_string()].is_string());
+    let (code, text, err) = run(&["replay", &ping, "--explain", &ts.to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains(&format!("pid {pid} woken on CPU")), "{text}");
+    assert!(!text.contains("no replayed wakeup at"), "{text}");
+}

@@ -40,6 +40,28 @@ impl Percentiles {
     }
 }
 
+/// How many tasks and wakeups the per-task and worst-wakeup lists keep.
+pub const TOP: usize = 20;
+
+/// One task's waking-to-running latency.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct TaskLatency {
+    pub pid: i32,
+    pub wakeups: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// The sched_waking of the longest wait.
+    pub max_at_ns: u64,
+}
+
+/// One long wait: the wakee, its sched_waking, and how long until it ran.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct WorstWakeup {
+    pub pid: i32,
+    pub waking_ns: u64,
+    pub latency_ns: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Observed {
     /// Wakeups that went through select_task_rq (the ones replayed).
@@ -61,6 +83,14 @@ pub struct Observed {
     /// log2 buckets, and their percentiles in ns; empty when the trace has no probes.
     pub search_latency_us: Log2Hist,
     pub search_latency: Percentiles,
+    /// Per task: its wakeups' latency, as `perf sched latency` lists them, the tasks with
+    /// the longest single wait first (at most [`TOP`]).
+    pub per_task: Vec<TaskLatency>,
+    /// The longest waits, longest first (at most [`TOP`]): each names its sched_waking,
+    /// which `replay --explain` takes.
+    pub worst: Vec<WorstWakeup>,
+    #[serde(skip)]
+    by_task: std::collections::HashMap<i32, TaskLatency>,
     #[serde(skip)]
     pub(crate) latencies_ns: Vec<u32>,
     #[serde(skip)]
@@ -78,9 +108,31 @@ impl Observed {
         wd.moved += (chosen != prev) as u64;
     }
 
-    /// A woken task ran `ns` after its sched_waking, in window `slot`.
-    pub fn note_latency_at(&mut self, ns: u64, slot: Slot) {
+    /// Task `pid`, woken at `waking_ns`, ran `ns` later, in window `slot`.
+    pub fn note_latency_at(&mut self, pid: i32, waking_ns: u64, ns: u64, slot: Slot) {
         self.note_latency(ns);
+        let t = self.by_task.entry(pid).or_insert(TaskLatency {
+            pid,
+            ..TaskLatency::default()
+        });
+        t.wakeups += 1;
+        t.total_ns += ns;
+        if ns > t.max_ns {
+            (t.max_ns, t.max_at_ns) = (ns, waking_ns);
+        }
+        // Kept sorted, longest first; a wait shorter than all of a full list is dropped.
+        if self.worst.len() < TOP || self.worst.last().is_some_and(|w| ns > w.latency_ns) {
+            let at = self.worst.partition_point(|w| w.latency_ns >= ns);
+            self.worst.insert(
+                at,
+                WorstWakeup {
+                    pid,
+                    waking_ns,
+                    latency_ns: ns,
+                },
+            );
+            self.worst.truncate(TOP);
+        }
         let wd = windows::window_at(&mut self.windows, slot);
         wd.latency_ns += ns;
         wd.latencies += 1;
@@ -105,6 +157,10 @@ impl Observed {
         self.latencies_ns = Vec::new();
         self.search_latency = Percentiles::of(&mut self.search_ns);
         self.search_ns = Vec::new();
+        let mut tasks: Vec<TaskLatency> = std::mem::take(&mut self.by_task).into_values().collect();
+        tasks.sort_by_key(|t| (std::cmp::Reverse(t.max_ns), t.pid));
+        tasks.truncate(TOP);
+        self.per_task = tasks;
     }
 }
 
@@ -123,5 +179,45 @@ mod tests {
         );
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
         assert_eq!(Percentiles::of(&mut [7]).p50, 7);
+    }
+
+    #[test]
+    fn per_task_latency_and_the_longest_waits() {
+        let slot = Slot {
+            index: 0,
+            start_ns: 0,
+        };
+        let mut o = Observed::default();
+        // Task 7 waits 5, 30 and 10 us; task 8 waits 20 us; then 25 more short waits.
+        for (pid, at, ns) in [
+            (7, 100, 5_000),
+            (7, 200, 30_000),
+            (8, 300, 20_000),
+            (7, 400, 10_000),
+        ] {
+            o.note_latency_at(pid, at, ns, slot);
+        }
+        for i in 0..25 {
+            o.note_latency_at(9, 1_000 + i, 1_000 + i, slot);
+        }
+        o.finish(0, 1);
+        assert_eq!(
+            o.per_task[0],
+            TaskLatency {
+                pid: 7,
+                wakeups: 3,
+                total_ns: 45_000,
+                max_ns: 30_000,
+                max_at_ns: 200
+            }
+        );
+        assert_eq!((o.per_task[1].pid, o.per_task[1].max_ns), (8, 20_000));
+        assert_eq!((o.per_task[2].pid, o.per_task[2].wakeups), (9, 25));
+        assert_eq!(o.worst.len(), TOP);
+        let lat: Vec<u64> = o.worst.iter().take(4).map(|w| w.latency_ns).collect();
+        assert_eq!(lat, [30_000, 20_000, 10_000, 5_000]);
+        assert_eq!(o.worst[0].waking_ns, 200);
+        // The shortest waits fell off the end: the last kept is the 16th longest.
+        assert_eq!(o.worst[TOP - 1].latency_ns, 1_000 + 25 - (TOP as u64 - 4));
     }
 }

@@ -198,8 +198,12 @@ impl<'o> Replayer<'o> {
             EventKind::Switch { next_pid, .. } => {
                 if let Some(woken) = self.woken_at.remove(next_pid) {
                     let slot = self.slot(now);
-                    self.observed
-                        .note_latency_at(now.saturating_sub(woken), slot);
+                    self.observed.note_latency_at(
+                        *next_pid,
+                        woken,
+                        now.saturating_sub(woken),
+                        slot,
+                    );
                 }
             }
             EventKind::Migrate {

@@ -673,6 +673,56 @@ fn verdict_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</tbody></table></div></section>");
 }
 
+/// Per task, as `perf sched latency` lists them, and the longest single waits with the
+/// command that explains how each policy would have placed that wakeup.
+fn latency_tables(o: &mut String, t: &TraceReport) {
+    let ob = &t.replay.observed;
+    if ob.per_task.is_empty() {
+        return;
+    }
+    let name = |pid: i32| t.task_names.get(&pid).map_or("?", String::as_str);
+    let _ = writeln!(
+        o,
+        "<h3>{}: tasks by their longest wait</h3><div class=\"scroll\"><table><thead><tr>\
+         <th>task</th><th>pid</th><th>wakeups</th><th>avg us</th><th>max us</th>\
+         <th>max at (waking, ns)</th></tr></thead><tbody>",
+        escape(&t.name)
+    );
+    for k in &ob.per_task {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td>\
+             <td>{}</td></tr>",
+            escape(name(k.pid)),
+            k.pid,
+            k.wakeups,
+            k.total_ns as f64 / k.wakeups.max(1) as f64 / 1e3,
+            k.max_ns as f64 / 1e3,
+            k.max_at_ns
+        );
+    }
+    let _ = writeln!(
+        o,
+        "</tbody></table></div><h3>{}: the longest waits</h3><div class=\"scroll\"><table>\
+         <thead><tr><th>latency us</th><th>task</th><th>pid</th><th>explain it</th></tr>\
+         </thead><tbody>",
+        escape(&t.name)
+    );
+    for w in &ob.worst {
+        let _ = writeln!(
+            o,
+            "<tr><td>{:.1}</td><td class=\"t\">{}</td><td>{}</td><td class=\"t\">\
+             <code>sisreplay replay {} --explain {}</code></td></tr>",
+            w.latency_ns as f64 / 1e3,
+            escape(name(w.pid)),
+            w.pid,
+            escape(&shell_quote(&t.path.display().to_string())),
+            w.waking_ns
+        );
+    }
+    let _ = writeln!(o, "</tbody></table></div>");
+}
+
 /// The seed-style tables.
 fn tables_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
@@ -756,6 +806,9 @@ fn latency_section(o: &mut String, r: &Report) {
             );
         }
         let _ = writeln!(o, "</tbody></table></div>");
+    }
+    for t in &r.traces {
+        latency_tables(o, t);
     }
     let _ = writeln!(o, "</section>");
 }

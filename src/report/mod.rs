@@ -118,6 +118,8 @@ pub struct TraceReport {
     pub topology_assumed: bool,
     pub replay: ReplayResult,
     pub timeline: Timeline,
+    /// Names of the tasks the latency tables list (from the bundle's pid table).
+    pub task_names: BTreeMap<i32, String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -246,6 +248,16 @@ pub fn build(
                 .as_ref()
                 .map_or_else(|| Topology::flat(replay.nr_cpus), |m| m.topology.clone()),
             topology_assumed: replay.topology_assumed,
+            task_names: {
+                let o = &replay.observed;
+                let pids = o
+                    .per_task
+                    .iter()
+                    .map(|t| t.pid)
+                    .chain(o.worst.iter().map(|w| w.pid));
+                pids.filter_map(|p| Some((p, meta.as_ref()?.tasks.get(&p)?.clone())))
+                    .collect()
+            },
             replay,
             timeline,
         });

@@ -153,6 +153,24 @@ pub fn render(r: &Report) -> String {
                 &t.replay.observed.search_latency_us,
             ));
         }
+        let ob = &t.replay.observed;
+        if !ob.worst.is_empty() {
+            let _ = writeln!(o, "{}", fit(&format!("Longest waits on {}:", t.name)));
+            for w in ob.worst.iter().take(3) {
+                let name = t.task_names.get(&w.pid).map_or("?", String::as_str);
+                let _ = writeln!(
+                    o,
+                    "{}",
+                    fit(&format!(
+                        "  {:.1} us {name} ({}): sisreplay replay {} --explain {}",
+                        w.latency_ns as f64 / 1e3,
+                        w.pid,
+                        t.path.display(),
+                        w.waking_ns
+                    ))
+                );
+            }
+        }
         for p in &t.replay.policies {
             let Some(f) = &p.fidelity else { continue };
             let _ = writeln!(
