@@ -607,11 +607,11 @@ fn verdict_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
     let _ = writeln!(o, "<section id=\"verdict\"><h2>Verdict</h2>");
     // The evidence first: how well the model of the traced kernel reproduced each trace.
+    // These lines name the traces T1, T2, ... that the table refers to.
     let _ = writeln!(o, "<ul class=\"trust\">");
-    for t in &r.traces {
+    for (i, t) in r.traces.iter().enumerate() {
         let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
-        let pct = fid.map(|f| f.agreement_pct());
-        let trust = trust_of(pct);
+        let trust = trust_of(fid.map(|f| f.agreement_pct()));
         let what = match fid {
             Some(f) => format!(
                 "the model of its kernel ({}) picks the kernel's CPU for {:.1} % of {} wakeups",
@@ -628,12 +628,19 @@ fn verdict_section(o: &mut String, r: &Report) {
         };
         let _ = writeln!(
             o,
-            "<li><b>{}</b>: {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
+            "<li><b>T{}</b> {}: {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
+            i + 1,
             escape(&t.name),
             escape(&what)
         );
     }
     let _ = writeln!(o, "</ul>");
+    let label = |trace: &str| {
+        r.traces
+            .iter()
+            .position(|t| t.name == trace)
+            .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
+    };
     let _ = writeln!(
         o,
         "<p>Each arm against {}: the change in the metric's mean with its 95 % interval \
@@ -645,7 +652,7 @@ fn verdict_section(o: &mut String, r: &Report) {
         escape(&c.arms[0]),
         escape(c.test)
     );
-    for v in &r.verdicts {
+    for v in r.verdicts.iter().filter(|v| v.word != "identical") {
         let class = match v.word {
             "better" => "better",
             "worse" => "worse",
@@ -656,11 +663,11 @@ fn verdict_section(o: &mut String, r: &Report) {
             .map_or(String::new(), |(lo, hi)| format!(" [{lo:+.1}, {hi:+.1}]"));
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{:.3}</td>\
-             <td>{:.3}</td><td>{:+.2}%{interval}</td><td class=\"{class}\">{}</td>\
-             <td class=\"{}\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"t\">{}</td><td>{:.3}</td><td>{:.3}</td>\
+             <td>{:+.2}%{interval}</td><td class=\"{class}\">{}</td><td class=\"{}\">{}</td>\
+             </tr>",
             escape(v.metric.short()),
-            escape(&v.trace),
+            label(&v.trace),
             escape(&v.arm),
             v.base_mean,
             v.mean,
@@ -670,7 +677,37 @@ fn verdict_section(o: &mut String, r: &Report) {
             v.trust
         );
     }
-    let _ = writeln!(o, "</tbody></table></div></section>");
+    let _ = writeln!(o, "</tbody></table></div>");
+    // What did not change at all, one line per arm, and the arms that cannot differ.
+    let mut notes = Vec::new();
+    for arm in &c.arms[1..] {
+        let same: Vec<String> = r
+            .verdicts
+            .iter()
+            .filter(|v| &v.arm == arm && v.word == "identical")
+            .map(|v| format!("{} {}", label(&v.trace), v.metric.short()))
+            .collect();
+        if !same.is_empty() {
+            notes.push(format!("{arm} identical: {}", same.join(", ")));
+        }
+    }
+    for (i, t) in r.traces.iter().enumerate() {
+        for arm in super::arms_that_cannot_differ(r, &t.name) {
+            notes.push(format!(
+                "{arm} cannot differ from {} on T{} (identical in every metric)",
+                c.arms[0],
+                i + 1
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(o, "<ul>");
+        for n in notes {
+            let _ = writeln!(o, "<li>{}</li>", escape(&n));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+    let _ = writeln!(o, "</section>");
 }
 
 /// Per task, as `perf sched latency` lists them, and the longest single waits with the
