@@ -6,6 +6,7 @@ pub mod compare;
 pub mod info;
 pub mod input;
 pub mod metrics;
+pub mod parallel;
 pub mod policy;
 pub mod presets;
 pub mod replay;

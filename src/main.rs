@@ -994,7 +994,7 @@ fn kernel_sis_text(meta: Option<&bundle::Meta>, r: &sisreplay::replay::ReplayRes
 
 /// Threads to use: as asked, else one per CPU available.
 fn jobs_or_cpus(jobs: Option<usize>) -> usize {
-    jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    jobs.unwrap_or_else(sisreplay::parallel::default_jobs)
 }
 
 fn run_simulate(args: SimulateArgs) -> ExitCode {

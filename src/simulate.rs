@@ -13,7 +13,8 @@ use crate::bundle::provenance::{Provenance, SimulateRecord};
 use crate::bundle::Bundle;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
-use crate::sim::{par_map, Sim, SimOptions, SimResult};
+use crate::parallel;
+use crate::sim::{Sim, SimOptions, SimResult};
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -222,7 +223,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
     };
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
-    let runs = par_map(&policies, o.jobs, |policy| -> Result<RerunArm, String> {
+    let runs = parallel::map(&policies, o.jobs, |policy| -> Result<RerunArm, String> {
         let sim = Sim::new(
             workload.clone(),
             SimOptions {

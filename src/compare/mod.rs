@@ -448,8 +448,12 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
         .collect();
     let mut summaries: Vec<TraceSummary> = Vec::new();
     let mut rows_in: Vec<(String, u64, Vec<PolicyMetrics>)> = Vec::new();
-    for t in traces {
-        let r = replay_trace(t, specs.clone(), windows)?;
+    // The traces replay in parallel, one per thread.
+    let replays = crate::parallel::map(traces, crate::parallel::default_jobs(), |t| {
+        replay_trace(t, specs.clone(), windows)
+    });
+    for (t, r) in traces.iter().zip(replays) {
+        let r = r?;
         let pol = specs
             .iter()
             .filter_map(|a| r.policies.iter().find(|p| &p.policy == a).cloned())

@@ -42,33 +42,6 @@ const BALANCE_INTERVAL: u64 = 4 * MS;
 /// How long an enqueue or a context switch holds a runqueue lock (replay's default).
 const RQ_LOCK_HOLD_NS: u64 = 300;
 
-/// `f` over `items` on up to `jobs` threads; results in the items' order.
-pub fn par_map<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<R>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(item) = items.get(i) else {
-                    break;
-                };
-                let r = f(item);
-                *slots[i].lock().expect("no panics while held") = Some(r);
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|m| {
-            m.into_inner()
-                .expect("no panics")
-                .expect("every slot filled")
-        })
-        .collect()
-}
-
 /// CPU time a migrated task loses refilling its caches, by distance.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Penalty {

@@ -180,7 +180,7 @@ pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
         .iter()
         .flat_map(|s| o.policies.iter().map(move |p| (s, p.as_str())))
         .collect();
-    crate::sim::par_map(&work, o.jobs, |(step, policy)| one(o, step, policy))
+    crate::parallel::map(&work, o.jobs, |(step, policy)| one(o, step, policy))
         .into_iter()
         .collect()
 }
