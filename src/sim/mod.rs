@@ -6,7 +6,9 @@
 //! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
 //! placed at most half a sched_latency behind min_vruntime and preempting the current
 //! task when it is more than the wakeup granularity (1 ms) behind it; all three scaled,
-//! as the kernel scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). Idle CPUs pull a waiting task at
+//! as the kernel scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). A
+//! task that changes CPU takes its vruntime along relative to the runqueues'
+//! min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle CPUs pull a waiting task at
 //! newidle balance (reach limited by the policy, seed 002) and at an idle balance every
 //! 4 ms; the policies get their LLC statistics on replay's schedule.
 //!
@@ -225,6 +227,14 @@ pub const DEFAULT_WAKE_IPI_NS: u64 = 2_000;
 
 /// Run bursts of a benchmark vary by up to half either way.
 pub const DEFAULT_JITTER: f64 = 0.5;
+
+/// A vruntime taken from a runqueue whose min_vruntime is `from_min` to one whose
+/// min_vruntime is `to_min`, its distance to the minimum kept (a task behind the old
+/// minimum stays as far behind the new one, down to vruntime 0).
+fn rebase(v: u64, from_min: u64, to_min: u64) -> u64 {
+    let relative = i128::from(v) - i128::from(from_min);
+    (i128::from(to_min) + relative).max(0) as u64
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -458,7 +468,7 @@ impl Sim {
         let w = self.wake_payload(t, cpu);
         self.emit(now, cpu, 0, EventKind::WakeupNew(w));
         self.tasks[t].state = State::Runnable;
-        self.tasks[t].vruntime = self.min_vruntime(cpu);
+        self.tasks[t].vruntime = self.min_vruntime(cpu, now);
         self.cpus[cpu as usize].rq.push(t);
     }
 
@@ -504,8 +514,26 @@ impl Sim {
     }
 
     /// Moves waiting task `t` from `from` to `to` (emitting sched_migrate_task on
-    /// `on_cpu`) and charges it the cache refill of that distance.
-    fn migrate(&mut self, t: usize, from: u32, to: u32, now: u64, on_cpu: u32, common_pid: i32) {
+    /// `on_cpu`) and charges it the cache refill of that distance. Its vruntime moves
+    /// with it relative to the runqueues' min_vruntime: `from_min` is `from`'s when the
+    /// task left it (migrate_task_rq_fair for a waking task, dequeue_entity for a queued
+    /// one, subtract it), and `to`'s is added back as enqueue_entity does before
+    /// place_entity. A task keeping its absolute vruntime would arrive from a busier
+    /// runqueue far behind everyone there, or from a quieter one far ahead.
+    #[allow(clippy::too_many_arguments)]
+    fn migrate(
+        &mut self,
+        t: usize,
+        from: u32,
+        from_min: u64,
+        to: u32,
+        now: u64,
+        on_cpu: u32,
+        common_pid: i32,
+    ) {
+        let to_min = self.min_vruntime(to, now);
+        let v = &mut self.tasks[t].vruntime;
+        *v = rebase(*v, from_min, to_min);
         let task = &self.tasks[t];
         let kind = EventKind::Migrate {
             comm: task.comm,
@@ -900,7 +928,8 @@ impl Sim {
             }
         }
         if dest != prev {
-            self.migrate(t, prev, dest, now, waker_cpu, waker_pid);
+            let prev_min = self.min_vruntime(prev, now);
+            self.migrate(t, prev, prev_min, dest, now, waker_cpu, waker_pid);
         }
         let w = self.wake_payload(t, dest);
         self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
@@ -908,7 +937,7 @@ impl Sim {
             let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
             self.emit(now, waker_cpu, waker_pid, kind);
         }
-        let min_v = self.min_vruntime(dest);
+        let min_v = self.min_vruntime(dest, now);
         let task = &mut self.tasks[t];
         task.cpu = dest;
         task.state = State::Runnable;
@@ -936,13 +965,17 @@ impl Sim {
         }
     }
 
-    fn min_vruntime(&mut self, cpu: u32) -> u64 {
+    /// update_min_vruntime: the least vruntime of the running task (its current stint
+    /// counted up to `now`) and the queued ones, never moving backwards; an empty
+    /// runqueue keeps the last.
+    fn min_vruntime(&mut self, cpu: u32, now: u64) -> u64 {
         let c = &self.cpus[cpu as usize];
-        let v = c
+        let running = c
             .curr
-            .iter()
-            .chain(c.rq.iter())
-            .map(|&t| self.tasks[t].vruntime)
+            .map(|t| self.tasks[t].vruntime + now.saturating_sub(c.started));
+        let v = running
+            .into_iter()
+            .chain(c.rq.iter().map(|&t| self.tasks[t].vruntime))
             .min()
             .unwrap_or(c.min_vruntime);
         let c = &mut self.cpus[cpu as usize];
@@ -956,8 +989,10 @@ impl Sim {
             .rq
             .iter()
             .rposition(|&t| self.can_migrate(t, now))?;
+        // dequeue_entity makes the vruntime relative before min_vruntime moves on.
+        let from_min = self.min_vruntime(from, now);
         let t = self.cpus[from as usize].rq.remove(i);
-        self.migrate(t, from, to, now, to, 0);
+        self.migrate(t, from, from_min, to, now, to, 0);
         self.result.balance_migrations.count(&self.m.topo, from, to);
         Some(t)
     }
@@ -1039,6 +1074,108 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::TaskSpec;
+
+    /// A simulator on 2 CPUs of one LLC (sched_latency 12 ms, wakeup granularity 2 ms)
+    /// with `n` tasks asleep on CPU 0, none started: the tests set the state they need.
+    fn two_cpus(n: usize, pinned: &[Option<u32>]) -> Sim {
+        let tasks = (0..n)
+            .map(|i| TaskSpec {
+                comm: format!("t{i}"),
+                pid: Some(100 + i as i32),
+                steps: vec![Step::Run(MS), Step::Sleep],
+                looping: false,
+                start: Start::Asleep { cpu: 0 },
+                pinned: pinned.get(i).copied().flatten(),
+            })
+            .collect();
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.wake_ipi_ns = 0;
+        Sim::new(w, opts).unwrap()
+    }
+
+    /// Task `t` runs on `cpu` from `now` with vruntime `v`.
+    fn running(sim: &mut Sim, t: usize, cpu: u32, v: u64, now: u64) {
+        sim.tasks[t].vruntime = v;
+        sim.tasks[t].state = State::Running;
+        sim.tasks[t].cpu = cpu;
+        let c = &mut sim.cpus[cpu as usize];
+        c.curr = Some(t);
+        c.started = now;
+        c.slice_end = now + 12 * MS;
+    }
+
+    #[test]
+    fn rebasing_keeps_the_distance_to_min_vruntime() {
+        assert_eq!(rebase(101 * MS, 100 * MS, 10 * MS), 11 * MS);
+        assert_eq!(rebase(97 * MS, 100 * MS, 10 * MS), 7 * MS);
+        assert_eq!(rebase(5 * MS, 10 * MS, 100 * MS), 95 * MS);
+        // Far behind a busy runqueue, and the new one's minimum is small: floor at 0.
+        assert_eq!(rebase(50 * MS, 100 * MS, 10 * MS), 0);
+    }
+
+    /// CPU 0 runs task 1 at vruntime 100 ms, CPU 1 runs task 2 at 10 ms. Task 0 sleeps
+    /// with CPU 0 as prev and may only run on CPU 1, so its wakeup migrates it. At
+    /// 101 ms (1 ms ahead of CPU 0's minimum) it arrives 1 ms ahead of CPU 1's, at
+    /// 11 ms (place_entity's floor, 10 − 12/2 = 4 ms, is below), and does not preempt
+    /// task 2. At 97 ms (3 ms behind) it arrives at 7 ms, more than the 2 ms wakeup
+    /// granularity behind task 2, and preempts it. Kept absolute, 101 ms or 97 ms
+    /// would queue it behind task 2 for 87 ms or more of task 2's CPU time.
+    #[test]
+    fn a_wakeup_migration_rebases_vruntime_and_then_places_it() {
+        for (v, expect, preempts) in [(101 * MS, 11 * MS, false), (97 * MS, 7 * MS, true)] {
+            let mut sim = two_cpus(3, &[Some(1)]);
+            let now = 0;
+            running(&mut sim, 1, 0, 100 * MS, now);
+            running(&mut sim, 2, 1, 10 * MS, now);
+            sim.tasks[0].vruntime = v;
+            sim.wake(0, None, now);
+            assert_eq!(sim.tasks[0].cpu, 1);
+            assert_eq!(sim.tasks[0].vruntime, expect, "from {v}");
+            assert_eq!(sim.cpus[1].curr == Some(0), preempts, "from {v}");
+        }
+    }
+
+    /// A sleeper far behind its old runqueue's minimum (3 ms behind 100 ms) lands 3 ms
+    /// behind the new one's (30 ms − 3 = 27 ms), within place_entity's 6 ms of credit;
+    /// 20 ms behind it would land at 10 ms and is raised to 30 − 6 = 24 ms.
+    #[test]
+    fn a_migrated_sleeper_keeps_at_most_half_a_latency_of_credit() {
+        for (v, expect) in [(97 * MS, 27 * MS), (80 * MS, 24 * MS)] {
+            let mut sim = two_cpus(3, &[Some(1)]);
+            running(&mut sim, 1, 0, 100 * MS, 0);
+            running(&mut sim, 2, 1, 30 * MS, 0);
+            sim.tasks[0].vruntime = v;
+            sim.wake(0, None, 0);
+            assert_eq!(sim.tasks[0].vruntime, expect, "from {v}");
+        }
+    }
+
+    /// A balance pull: CPU 0 runs task 1 (vruntime 100 ms, 2 ms into its stint, so its
+    /// runqueue's minimum is 102 ms) with task 2 queued at 105 ms; idle CPU 1's minimum
+    /// is 10 ms. Task 2, pulled, keeps its 3 ms lead: 13 ms. No place_entity (not a
+    /// wakeup).
+    #[test]
+    fn a_balance_pull_rebases_vruntime() {
+        let mut sim = two_cpus(3, &[]);
+        let now = 10 * MS;
+        running(&mut sim, 1, 0, 100 * MS, now - 2 * MS);
+        sim.tasks[2].vruntime = 105 * MS;
+        sim.tasks[2].state = State::Runnable;
+        sim.tasks[2].cpu = 0;
+        sim.cpus[0].rq.push(2);
+        sim.cpus[1].min_vruntime = 10 * MS;
+        assert_eq!(sim.pull(0, 1, now), Some(2));
+        assert_eq!(sim.tasks[2].cpu, 1);
+        assert_eq!(sim.tasks[2].vruntime, 13 * MS);
+        assert_eq!(sim.cpus[0].min_vruntime, 102 * MS);
+    }
 
     /// sched_latency by CPU count, as a booted kernel shows it in
     /// /sys/kernel/debug/sched/latency_ns: 6 ms on 1 CPU, 12 on 2, 18 on 4, 24 from 8 up.
