@@ -35,6 +35,10 @@ pub struct RunStats {
     pub latency: Percentiles,
     /// The same for wakeups onto another CPU that was idle: IPI and idle exit.
     pub remote_idle_latency: Percentiles,
+    /// The same for wakees that preempted their waker on the waker's CPU: the waker
+    /// runs on to its next preemption point, then the context switch.
+    pub local_preempt_latency: Percentiles,
+    pub local_preempts: u64,
     pub busy_pct: f64,
 }
 
@@ -48,14 +52,19 @@ impl RunStats {
         let n = topo.nr_cpus as usize;
         // Per CPU: the task on it and since when.
         let mut on: Vec<Option<(i32, u64)>> = vec![None; n];
-        let mut woken: HashMap<i32, (u64, u32)> = HashMap::new();
+        // A waking: when, on which CPU, by whom.
+        let mut woken: HashMap<i32, (u64, u32, i32)> = HashMap::new();
         let mut lat: Vec<u32> = Vec::new();
         let mut remote_idle: Vec<u32> = Vec::new();
+        let mut local_preempt: Vec<u32> = Vec::new();
         for e in events {
             let cpu = e.cpu as usize;
             match &e.kind {
                 EventKind::Switch {
-                    prev_pid, next_pid, ..
+                    prev_pid,
+                    prev_state,
+                    next_pid,
+                    ..
                 } if cpu < n => {
                     // Until a CPU's first switch, its task ran since the trace began; after
                     // a switch the kernel did not record, how long it ran is unknown.
@@ -68,16 +77,20 @@ impl RunStats {
                         *s.cpu_ns_by_pid.entry(*prev_pid).or_default() += e.ts - since;
                     }
                     on[cpu] = Some((*next_pid, e.ts));
-                    if let Some((w, from)) = woken.remove(next_pid) {
+                    if let Some((w, from, waker)) = woken.remove(next_pid) {
                         let ns = (e.ts - w).min(u32::MAX as u64) as u32;
                         lat.push(ns);
                         if *prev_pid == 0 && from != e.cpu {
                             remote_idle.push(ns);
                         }
+                        let preempted = *prev_state == 0 || *prev_state & 0x100 != 0;
+                        if from == e.cpu && *prev_pid == waker && waker != 0 && preempted {
+                            local_preempt.push(ns);
+                        }
                     }
                 }
                 EventKind::Waking(w) => {
-                    woken.entry(w.pid).or_insert((e.ts, e.cpu));
+                    woken.entry(w.pid).or_insert((e.ts, e.cpu, e.common_pid));
                 }
                 EventKind::Wakeup(_) => s.wakeups += 1,
                 EventKind::Migrate {
@@ -96,6 +109,8 @@ impl RunStats {
         s.cpu_ns = s.cpu_ns_by_pid.values().sum();
         s.latency = Percentiles::of(&mut lat);
         s.remote_idle_latency = Percentiles::of(&mut remote_idle);
+        s.local_preempts = local_preempt.len() as u64;
+        s.local_preempt_latency = Percentiles::of(&mut local_preempt);
         s.busy_pct = 100.0 * s.cpu_ns as f64 / (s.span_ns.max(1) as f64 * n.max(1) as f64);
         s
     }
@@ -190,6 +205,9 @@ pub struct RerunOptions {
     pub jobs: usize,
 }
 
+/// Fewer samples than this of a latency in the trace leave the model's default.
+const MIN_SAMPLES: u64 = 50;
+
 /// Re-runs the bundle's tasks under each policy (the traced kernel's added first).
 pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
     let mut b = Bundle::open(&o.bundle).map_err(|e| e.to_string())?;
@@ -220,6 +238,12 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
         0 => crate::sim::DEFAULT_WAKE_IPI_NS,
         ns => ns,
     };
+    // Likewise how long a wakee that preempts its waker waits for the CPU, where the
+    // trace shows enough of them.
+    let preempt_delay_ns = match (trace.local_preempts, trace.local_preempt_latency.p50) {
+        (n, ns) if n >= MIN_SAMPLES && ns > 0 => ns,
+        _ => crate::sim::DEFAULT_PREEMPT_DELAY_NS,
+    };
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
     let runs = par_map(&policies, o.jobs, |policy| -> Result<RerunArm, String> {
@@ -227,6 +251,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
             workload.clone(),
             SimOptions {
                 wake_ipi_ns,
+                preempt_delay_ns,
                 record: true,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
