@@ -183,6 +183,8 @@ pub struct SimResult {
     pub busy_pct: f64,
     pub penalties: Penalty,
     pub wake_ipi_ns: u64,
+    /// Absent from results written before wakeup preemption had a delay.
+    #[serde(default)]
     pub preempt_delay_ns: u64,
     pub jitter: f64,
     pub seed: u64,
