@@ -157,16 +157,8 @@ pub fn render(c: &Comparison) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}  {}",
-            "bundle",
-            "units/s",
-            "vs",
-            "p50 us",
-            "p90 us",
-            "p99 us",
-            "se_eff%",
-            "xLLC%",
-            "self-fidelity"
+            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}  self-fidelity",
+            "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
         );
         for (name, m) in &simulated {
             let vs = m.throughput_vs(base);

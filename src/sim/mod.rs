@@ -5,12 +5,15 @@
 //! The scheduler is a small CFS: per-CPU runqueues ordered by vruntime, a slice of
 //! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
 //! placed at most half a sched_latency behind min_vruntime and preempting the current
-//! task when it is more than the wakeup granularity (1 ms) behind it; all three scaled,
-//! as the kernel scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). A
-//! task that changes CPU takes its vruntime along relative to the runqueues'
-//! min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle CPUs pull a waiting task at
-//! newidle balance (reach limited by the policy, seed 002) and at an idle balance every
-//! 4 ms; the policies get their LLC statistics on replay's schedule.
+//! task when it is more than the wakeup granularity (1 ms) behind it, after a
+//! preemption delay (the rest of the waker's system call and the context switch); the
+//! three tunables scaled, as the kernel scales them, by 1 + log2 of the CPU count (at
+//! most 8 CPUs counted). A task that changes CPU takes its vruntime along relative to
+//! the runqueues' min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle
+//! CPUs pull a waiting task at newidle balance (while avg_idle covers its cost; reach
+//! limited by the policy, seed 002) and at an idle balance every 4 ms, each only from a
+//! group find_busiest_group finds imbalanced; the policies get their LLC statistics on
+//! replay's schedule.
 //!
 //! The simulator emits the tracepoints a kernel would (sched_waking, sched_migrate_task,
 //! sched_wakeup, sched_switch, sched_wakeup_new) and keeps the same reconstructed machine
@@ -429,7 +432,8 @@ fn imbalance(
     if let Some(imb_numa_nr) = numa {
         // adjust_numa_imbalance: a small imbalance toward a lightly used node stays.
         const NUMA_IMBALANCE_MIN: u64 = 2;
-        if local.nr + 1 <= u64::from(imb_numa_nr) && imb <= NUMA_IMBALANCE_MIN {
+        // dst_running (this group's tasks and the one pulled) ≤ imb_numa_nr.
+        if local.nr < u64::from(imb_numa_nr) && imb <= NUMA_IMBALANCE_MIN {
             imb = 0;
         }
     }
