@@ -66,9 +66,11 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     };
     let (code, text, err) = common::run_cli(&["compare", &arm("sis_util"), &arm("sis_prop")]);
     assert_eq!(code, Some(0), "{err}");
-    let row = text
+    // The second trace's row of the simulated table (named T2 when its name is long).
+    let table = &text[text.find("simulated (closed loop)").expect("the table")..];
+    let row = table
         .lines()
-        .find(|l| l.contains("pairs-sis_prop") && l.contains('%'))
+        .find(|l| l.starts_with("T2 ") || l.contains("pairs-sis_prop"))
         .expect("the counterfactual's row");
     let mark = if trusted { "trusted" } else { "UNTRUSTWORTHY" };
     assert!(row.ends_with(mark), "{row}");
