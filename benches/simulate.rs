@@ -69,7 +69,9 @@ fn main() {
         },
     )
     .unwrap();
-    let mut src = sisreplay::trace::open(&dir).unwrap();
+    // A bundle directory opens as a bundle (trace::open reads single trace files).
+    let mut src: Box<dyn sisreplay::trace::EventSource> =
+        Box::new(sisreplay::bundle::Bundle::open(&dir).unwrap());
     let t = Instant::now();
     let rr = replay(
         src.as_mut(),

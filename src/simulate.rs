@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bundle::provenance::{Provenance, SimulateRecord};
 use crate::bundle::Bundle;
@@ -36,6 +36,13 @@ pub struct RunStats {
     pub latency: Percentiles,
     /// The same for wakeups onto another CPU that was idle: IPI and idle exit.
     pub remote_idle_latency: Percentiles,
+    /// The same for wakees that preempted their waker on the waker's CPU: the waker
+    /// runs on to its next preemption point, then the context switch.
+    pub local_preempt_latency: Percentiles,
+    pub local_preempts: u64,
+    /// sched_migrate_task between a task's sched_waking and its sched_wakeup: wakeups
+    /// placed off their previous CPU, by distance.
+    pub wakeup_moves: Placements,
     pub busy_pct: f64,
 }
 
@@ -49,14 +56,21 @@ impl RunStats {
         let n = topo.nr_cpus as usize;
         // Per CPU: the task on it and since when.
         let mut on: Vec<Option<(i32, u64)>> = vec![None; n];
-        let mut woken: HashMap<i32, (u64, u32)> = HashMap::new();
+        // A waking: when, on which CPU, by whom.
+        let mut woken: HashMap<i32, (u64, u32, i32)> = HashMap::new();
         let mut lat: Vec<u32> = Vec::new();
         let mut remote_idle: Vec<u32> = Vec::new();
+        let mut local_preempt: Vec<u32> = Vec::new();
+        // Tasks between their sched_waking and their sched_wakeup.
+        let mut waking: std::collections::HashSet<i32> = std::collections::HashSet::new();
         for e in events {
             let cpu = e.cpu as usize;
             match &e.kind {
                 EventKind::Switch {
-                    prev_pid, next_pid, ..
+                    prev_pid,
+                    prev_state,
+                    next_pid,
+                    ..
                 } if cpu < n => {
                     // Until a CPU's first switch, its task ran since the trace began; after
                     // a switch the kernel did not record, how long it ran is unknown.
@@ -69,23 +83,38 @@ impl RunStats {
                         *s.cpu_ns_by_pid.entry(*prev_pid).or_default() += e.ts - since;
                     }
                     on[cpu] = Some((*next_pid, e.ts));
-                    if let Some((w, from)) = woken.remove(next_pid) {
+                    if let Some((w, from, waker)) = woken.remove(next_pid) {
                         let ns = (e.ts - w).min(u32::MAX as u64) as u32;
                         lat.push(ns);
                         if *prev_pid == 0 && from != e.cpu {
                             remote_idle.push(ns);
                         }
+                        let preempted = *prev_state == 0 || *prev_state & 0x100 != 0;
+                        if from == e.cpu && *prev_pid == waker && waker != 0 && preempted {
+                            local_preempt.push(ns);
+                        }
                     }
                 }
                 EventKind::Waking(w) => {
-                    woken.entry(w.pid).or_insert((e.ts, e.cpu));
+                    woken.entry(w.pid).or_insert((e.ts, e.cpu, e.common_pid));
+                    waking.insert(w.pid);
                 }
-                EventKind::Wakeup(_) => s.wakeups += 1,
+                EventKind::Wakeup(w) => {
+                    s.wakeups += 1;
+                    waking.remove(&w.pid);
+                }
                 EventKind::Migrate {
-                    orig_cpu, dest_cpu, ..
-                } => s
-                    .migrations
-                    .count(topo, (*orig_cpu).max(0) as u32, (*dest_cpu).max(0) as u32),
+                    pid,
+                    orig_cpu,
+                    dest_cpu,
+                    ..
+                } => {
+                    let (from, to) = ((*orig_cpu).max(0) as u32, (*dest_cpu).max(0) as u32);
+                    s.migrations.count(topo, from, to);
+                    if waking.contains(pid) {
+                        s.wakeup_moves.count(topo, from, to);
+                    }
+                }
                 _ => {}
             }
         }
@@ -97,6 +126,8 @@ impl RunStats {
         s.cpu_ns = s.cpu_ns_by_pid.values().sum();
         s.latency = Percentiles::of(&mut lat);
         s.remote_idle_latency = Percentiles::of(&mut remote_idle);
+        s.local_preempts = local_preempt.len() as u64;
+        s.local_preempt_latency = Percentiles::of(&mut local_preempt);
         s.busy_pct = 100.0 * s.cpu_ns as f64 / (s.span_ns.max(1) as f64 * n.max(1) as f64);
         s
     }
@@ -164,6 +195,155 @@ impl Agreement {
     }
 }
 
+/// One check of the self-fidelity gate: a statistic of the re-run under the traced
+/// kernel's own policy against the same statistic of the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub trace: f64,
+    pub rerun: f64,
+    /// What agreement means, as printed: "±10 %", "±3 points", "x1.5", "all".
+    pub tolerance: String,
+    pub pass: bool,
+}
+
+/// The gate a closed-loop counterfactual has to pass to be believed: the re-run of
+/// the trace under the policy the traced kernel ran reproduces the trace (wakeups
+/// ±10 %, wakeups moved off their previous CPU and cross-LLC placements ±15 %, busy
+/// ±3 points, waking-to-running latency p50 and p99 within x1.5, every task's CPU
+/// time ±10 %, every task finishing). A counterfactual re-run of a trace whose
+/// self-fidelity misses any check is marked untrustworthy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfFidelity {
+    pub traced_policy: String,
+    pub checks: Vec<Check>,
+    pub trustworthy: bool,
+}
+
+/// |run − trace| ≤ pct % of trace, in integers (a zero trace admits only zero).
+fn within_pct(run: u64, trace: u64, pct: u64) -> bool {
+    run.abs_diff(trace) * 100 <= pct * trace
+}
+
+/// run / trace within [1/1.5, 1.5], in integers (a zero trace admits only zero).
+fn within_x1_5(run: u64, trace: u64) -> bool {
+    2 * run <= 3 * trace && 2 * trace <= 3 * run
+}
+
+impl SelfFidelity {
+    /// The checks of the re-run `run` (under `traced_policy`, `unfinished` of `tasks`
+    /// tasks left waiting) against the trace.
+    pub fn of(
+        traced_policy: &str,
+        run: &RunStats,
+        trace: &RunStats,
+        unfinished: u64,
+        tasks: usize,
+    ) -> SelfFidelity {
+        let mut checks = Vec::new();
+        let mut count = |name: &str, r: u64, t: u64, pct: u64| {
+            checks.push(Check {
+                name: name.into(),
+                trace: t as f64,
+                rerun: r as f64,
+                tolerance: format!("±{pct} %"),
+                pass: within_pct(r, t, pct),
+            })
+        };
+        count("wakeups", run.wakeups, trace.wakeups, 10);
+        let moved = |s: &RunStats| {
+            let m = &s.wakeup_moves;
+            m.same_llc + m.cross_llc + m.cross_numa
+        };
+        let cross = |s: &RunStats| s.wakeup_moves.cross_llc + s.wakeup_moves.cross_numa;
+        count("moved off prev", moved(run), moved(trace), 15);
+        count("cross-LLC", cross(run), cross(trace), 15);
+        checks.push(Check {
+            name: "busy %".into(),
+            trace: trace.busy_pct,
+            rerun: run.busy_pct,
+            tolerance: "±3 points".into(),
+            pass: (run.busy_pct - trace.busy_pct).abs() <= 3.0,
+        });
+        for (name, r, t) in [
+            ("latency p50 ns", run.latency.p50, trace.latency.p50),
+            ("latency p99 ns", run.latency.p99, trace.latency.p99),
+        ] {
+            checks.push(Check {
+                name: name.into(),
+                trace: t as f64,
+                rerun: r as f64,
+                tolerance: "x1.5".into(),
+                pass: within_x1_5(r, t),
+            });
+        }
+        // Every task that ran 1 ms or more in the trace, within 10 % of its CPU time.
+        let (mut within, mut counted) = (0u64, 0u64);
+        for (pid, &t) in &trace.cpu_ns_by_pid {
+            if t >= 1_000_000 {
+                let r = run.cpu_ns_by_pid.get(pid).copied().unwrap_or(0);
+                counted += 1;
+                within += within_pct(r, t, 10) as u64;
+            }
+        }
+        checks.push(Check {
+            name: "tasks' CPU time ±10 %".into(),
+            trace: counted as f64,
+            rerun: within as f64,
+            tolerance: "all".into(),
+            pass: within == counted,
+        });
+        checks.push(Check {
+            name: "tasks finished".into(),
+            trace: tasks as f64,
+            rerun: tasks.saturating_sub(unfinished as usize) as f64,
+            tolerance: "all".into(),
+            pass: unfinished == 0,
+        });
+        let trustworthy = checks.iter().all(|c| c.pass);
+        SelfFidelity {
+            traced_policy: traced_policy.into(),
+            checks,
+            trustworthy,
+        }
+    }
+
+    pub fn misses(&self) -> Vec<&Check> {
+        self.checks.iter().filter(|c| !c.pass).collect()
+    }
+
+    /// One line: "passes all 8 checks", or the checks it misses with their numbers.
+    pub fn verdict(&self) -> String {
+        let misses = self.misses();
+        if misses.is_empty() {
+            return format!("passes all {} checks", self.checks.len());
+        }
+        let list: Vec<String> = misses
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.compared()))
+            .collect();
+        format!(
+            "misses {} of {} checks: {}",
+            misses.len(),
+            self.checks.len(),
+            list.join(", ")
+        )
+    }
+}
+
+impl Check {
+    /// The re-run against the trace, as printed: a ratio, a difference in points, or a
+    /// count of tasks.
+    pub fn compared(&self) -> String {
+        match self.tolerance.as_str() {
+            "all" => format!("{} of {}", self.rerun, self.trace),
+            t if t.ends_with("points") => format!("{:+.1} points", self.rerun - self.trace),
+            _ if self.trace == 0.0 => format!("{} against 0", self.rerun),
+            _ => format!("x{:.2}", self.rerun / self.trace),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RerunArm {
     pub policy: String,
@@ -181,6 +361,9 @@ pub struct Rerun {
     pub model: TracedShape,
     pub trace: RunStats,
     pub runs: Vec<RerunArm>,
+    /// The re-run under the traced policy against the trace: whether the other
+    /// policies' re-runs are to be believed.
+    pub self_fidelity: SelfFidelity,
 }
 
 pub struct RerunOptions {
@@ -190,6 +373,9 @@ pub struct RerunOptions {
     pub out_dir: Option<PathBuf>,
     pub jobs: usize,
 }
+
+/// Fewer samples than this of a latency in the trace leave the model's default.
+const MIN_SAMPLES: u64 = 50;
 
 /// Re-runs the bundle's tasks under each policy (the traced kernel's added first).
 pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
@@ -221,13 +407,20 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
         0 => crate::sim::DEFAULT_WAKE_IPI_NS,
         ns => ns,
     };
+    // Likewise how long a wakee that preempts its waker waits for the CPU, where the
+    // trace shows enough of them.
+    let preempt_delay_ns = match (trace.local_preempts, trace.local_preempt_latency.p50) {
+        (n, ns) if n >= MIN_SAMPLES && ns > 0 => ns,
+        _ => crate::sim::DEFAULT_PREEMPT_DELAY_NS,
+    };
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
-    let runs = parallel::map(&policies, o.jobs, |policy| -> Result<RerunArm, String> {
+    let sims = parallel::map(&policies, o.jobs, |policy| -> Result<_, String> {
         let sim = Sim::new(
             workload.clone(),
             SimOptions {
                 wake_ipi_ns,
+                preempt_delay_ns,
                 record: true,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
@@ -235,35 +428,53 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
         .map_err(|e| e.to_string())?;
         let (result, events) = sim.run();
         let stats = RunStats::of(&events, &topo);
+        let events = o.out_dir.is_some().then_some(events);
+        Ok((policy.clone(), result, stats, events))
+    });
+    let sims: Vec<_> = sims.into_iter().collect::<Result<_, _>>()?;
+    let (_, own_result, own_stats, _) = &sims[0];
+    let self_fidelity = SelfFidelity::of(
+        &traced_policy,
+        own_stats,
+        &trace,
+        own_result.unfinished_tasks,
+        model.tasks,
+    );
+    let mut runs = Vec::new();
+    for (policy, result, stats, events) in sims {
         let against_trace = Agreement::of(&stats, &trace);
-        let bundle = match &o.out_dir {
-            None => None,
-            Some(dir) => {
+        let bundle = match (&o.out_dir, events) {
+            (Some(dir), Some(events)) => {
                 let dest = dir.join(format!("sim-{name}-{}", policy.replace([':', '='], "_")));
                 let provenance = Provenance::Simulate(SimulateRecord {
                     bundle: o.bundle.clone(),
                     policy: policy.clone(),
                 });
+                // results/sim.json: the run's result and the gate its trace passed.
+                let mut json = serde_json::to_value(&result).expect("serialises");
+                json["self_fidelity"] = serde_json::to_value(&self_fidelity).expect("serialises");
                 crate::synth::steps::write_bundle(
-                    &dest, &topology, events, provenance, policy, &result,
+                    &dest, &topology, events, provenance, &policy, &json,
                 )?;
                 Some(dest)
             }
+            _ => None,
         };
-        Ok(RerunArm {
-            policy: policy.clone(),
+        runs.push(RerunArm {
+            policy,
             result,
             stats,
             against_trace,
             bundle,
-        })
-    });
+        });
+    }
     Ok(Rerun {
         bundle: o.bundle.clone(),
         traced_policy,
         model,
         trace,
-        runs: runs.into_iter().collect::<Result<_, _>>()?,
+        runs,
+        self_fidelity,
     })
 }
 
@@ -343,6 +554,49 @@ pub fn render(r: &Rerun) -> String {
             f.latency_p99_ratio
         );
     }
+    let g = &r.self_fidelity;
+    let _ = writeln!(
+        out,
+        "\nSelf-fidelity gate, re-run under {} against the trace: {}",
+        g.traced_policy,
+        g.verdict()
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>12} {:>12} {:>10} {:>14}  result",
+        "check", "trace", "re-run", "tolerance", "re-run/trace"
+    );
+    for c in &g.checks {
+        let num = |x: f64| {
+            if c.tolerance.ends_with("points") {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.0}")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>12} {:>12} {:>10} {:>14}  {}",
+            c.name,
+            num(c.trace),
+            num(c.rerun),
+            c.tolerance,
+            c.compared(),
+            if c.pass { "pass" } else { "miss" }
+        );
+    }
+    for a in r.runs.iter().filter(|a| a.policy != r.traced_policy) {
+        let _ = writeln!(
+            out,
+            "sim {}: counterfactual {}",
+            a.policy,
+            if g.trustworthy {
+                "trustworthy (the traced policy's re-run passes the gate)"
+            } else {
+                "UNTRUSTWORTHY (the traced policy's re-run misses the gate)"
+            }
+        );
+    }
     for a in &r.runs {
         if let Some(b) = &a.bundle {
             let _ = writeln!(out, "wrote {}", b.display());
@@ -356,4 +610,115 @@ fn short(p: &Path) -> String {
         || p.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn stats(
+        wakeups: u64,
+        same_llc: u64,
+        cross_llc: u64,
+        busy_pct: f64,
+        p50: u64,
+        p99: u64,
+        cpu_ms: &[(i32, f64)],
+    ) -> RunStats {
+        RunStats {
+            wakeups,
+            wakeup_moves: Placements {
+                same_cpu: 0,
+                same_llc,
+                cross_llc,
+                cross_numa: 0,
+            },
+            busy_pct,
+            latency: Percentiles {
+                p50,
+                p99,
+                ..Percentiles::default()
+            },
+            cpu_ns_by_pid: cpu_ms
+                .iter()
+                .map(|&(pid, ms)| (pid, (ms * MS as f64) as u64))
+                .collect(),
+            ..RunStats::default()
+        }
+    }
+
+    #[test]
+    fn tolerances_hold_at_their_bounds() {
+        assert!(within_pct(1100, 1000, 10) && within_pct(900, 1000, 10));
+        assert!(!within_pct(1101, 1000, 10) && !within_pct(899, 1000, 10));
+        assert!(within_pct(0, 0, 10) && !within_pct(1, 0, 15));
+        // x1.5 either way: 15 against 10 passes, 6.6 (below 10 / 1.5) does not.
+        assert!(within_x1_5(15, 10) && within_x1_5(10, 15));
+        assert!(!within_x1_5(16, 10) && !within_x1_5(66, 100));
+        assert!(within_x1_5(67, 100) && within_x1_5(0, 0) && !within_x1_5(5, 0));
+    }
+
+    /// A trace of 1000 wakeups (80 moved within the LLC, 20 across), 50 % busy,
+    /// latency p50 10 us and p99 100 us, tasks of 10, 20 and 0.5 ms; a re-run of
+    /// 1100 wakeups (+10 %), 95 + 17 = 112 moved (+12 %), 17 across (−15 %), 53 %
+    /// busy (+3 points), p50 15 us (x1.5), p99 66 us (below x1/1.5), tasks of 11
+    /// (+10 %), 17.9 (−10.5 %) and 0.1 ms (under 1 ms in the trace: not checked).
+    /// Everything at its bound passes; the p99 and the second task miss.
+    #[test]
+    fn the_gate_passes_at_the_bounds_and_names_what_misses() {
+        let trace = stats(
+            1000,
+            80,
+            20,
+            50.0,
+            10_000,
+            100_000,
+            &[(1, 10.0), (2, 20.0), (3, 0.5)],
+        );
+        let run = stats(
+            1100,
+            95,
+            17,
+            53.0,
+            15_000,
+            66_000,
+            &[(1, 11.0), (2, 17.9), (3, 0.1)],
+        );
+        let g = SelfFidelity::of("sis_util", &run, &trace, 0, 3);
+        let verdicts: Vec<(&str, bool)> =
+            g.checks.iter().map(|c| (c.name.as_str(), c.pass)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("wakeups", true),
+                ("moved off prev", true),
+                ("cross-LLC", true),
+                ("busy %", true),
+                ("latency p50 ns", true),
+                ("latency p99 ns", false),
+                ("tasks' CPU time ±10 %", false),
+                ("tasks finished", true),
+            ]
+        );
+        assert!(!g.trustworthy);
+        assert_eq!(
+            g.verdict(),
+            "misses 2 of 8 checks: latency p99 ns (x0.66), tasks' CPU time ±10 % (1 of 2)"
+        );
+        // The same run with p99 at 67 us and the task at 18 ms passes all...
+        let run = stats(1100, 95, 17, 53.0, 15_000, 67_000, &[(1, 11.0), (2, 18.0)]);
+        let g = SelfFidelity::of("sis_util", &run, &trace, 0, 3);
+        assert!(g.trustworthy, "{}", g.verdict());
+        assert_eq!(g.verdict(), "passes all 8 checks");
+        // ... unless a task is left waiting, or the busy share is 3.1 points off.
+        assert!(!SelfFidelity::of("sis_util", &run, &trace, 1, 3).trustworthy);
+        let busier = RunStats {
+            busy_pct: 53.1,
+            ..run.clone()
+        };
+        let g = SelfFidelity::of("sis_util", &busier, &trace, 0, 3);
+        assert_eq!(g.verdict(), "misses 1 of 8 checks: busy % (+3.1 points)");
+    }
 }

@@ -38,6 +38,8 @@ fn run_with(
             time: TimeModel::default(),
             penalty,
             wake_ipi_ns,
+            // Wakeup preemption at once: the cases are worked out without its delay.
+            preempt_delay_ns: 0,
             // Exact run times: the outcomes are worked out by hand.
             jitter: 0.0,
             seed: 1,

@@ -40,11 +40,49 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     let m = &r["model"];
     let deps = m["task_wakeups"].as_u64().unwrap();
     assert!((100_000..=113_970).contains(&deps), "{deps}");
+    // The self-fidelity gate: the 8 checks of the traced policy's re-run, trusted only
+    // when all pass; CPU time per task, busy share and finishing hold on this capture.
+    let g = &r["self_fidelity"];
+    assert_eq!(g["traced_policy"], "sis_util");
+    let checks = g["checks"].as_array().unwrap();
+    let pass = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check {name}"))["pass"]
+            .as_bool()
+            .unwrap()
+    };
+    assert_eq!(checks.len(), 8);
+    assert!(pass("busy %") && pass("tasks' CPU time ±10 %") && pass("tasks finished"));
+    let trusted = checks.iter().all(|c| c["pass"] == true);
+    assert_eq!(g["trustworthy"], trusted);
+    // compare marks the counterfactual by that gate.
+    let arm = |p: &str| {
+        format!(
+            "trace:{}",
+            out.join(format!("sim-pingpong-2pairs-{p}")).display()
+        )
+    };
+    let (code, text, err) = common::run_cli(&["compare", &arm("sis_util"), &arm("sis_prop")]);
+    assert_eq!(code, Some(0), "{err}");
+    // The second trace's row of the simulated table (named T2 when its name is long).
+    let table = &text[text.find("simulated (closed loop)").expect("the table")..];
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("T2 ") || l.contains("pairs-sis_prop"))
+        .expect("the counterfactual's row");
+    let mark = if trusted { "trusted" } else { "UNTRUSTWORTHY" };
+    assert!(row.ends_with(mark), "{row}");
+    assert!(text.contains("self-fidelity of pingpong-2pairs"), "{text}");
     // Each re-run is a bundle: replayed with its own policy, every simulated decision
     // comes back (per-CPU kernel threads get no selection in either).
     for p in ["sis_util", "sis_prop"] {
         let b = out.join(format!("sim-pingpong-2pairs-{p}"));
-        assert!(b.join("results/sim.json").is_file(), "{}", b.display());
+        let sim: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(b.join("results/sim.json")).unwrap())
+                .unwrap();
+        assert_eq!(&sim["self_fidelity"], g, "{p}");
         let (code, text, err) = common::run_cli(&["fidelity", b.to_str().unwrap(), "--json"]);
         assert_eq!(code, Some(0), "{err}");
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -216,9 +216,32 @@ pub struct SimSummary {
     pub se_eff: f64,
     pub scanned_per_search: f64,
     pub cross_llc_pct: f64,
+    /// For a re-run of a trace (`simulate -o`): how the re-run of that trace under its
+    /// kernel's own policy matched it; a counterfactual of a trace that misses it is
+    /// not to be believed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_fidelity: Option<crate::simulate::SelfFidelity>,
 }
 
 impl SimSummary {
+    /// What the closed loop's self-fidelity says of this bundle, as printed: "self"
+    /// for the traced policy's own re-run, "trusted" or "UNTRUSTWORTHY" for a
+    /// counterfactual, "-" for a synthetic workload (no trace to check against).
+    pub fn trust(&self) -> &'static str {
+        match &self.self_fidelity {
+            None => "-",
+            Some(g) if g.traced_policy == self.policy => {
+                if g.trustworthy {
+                    "self: pass"
+                } else {
+                    "self: miss"
+                }
+            }
+            Some(g) if g.trustworthy => "trusted",
+            Some(_) => "UNTRUSTWORTHY",
+        }
+    }
+
     /// Throughput against a baseline's, as printed: "+1.23%", or "-" without one.
     pub fn throughput_vs(&self, base: &SimSummary) -> String {
         if base.throughput_per_s > 0.0 {
@@ -246,6 +269,13 @@ impl SimSummary {
         let r: SimResult = serde_json::from_str(&text)
             .map_err(|e| format!("{}: line {}: {e}", p.display(), e.line()))?;
         let cross = r.placements.cross_llc + r.placements.cross_numa;
+        // simulate's re-runs of a trace carry the gate that trace's re-run passed.
+        #[derive(serde::Deserialize)]
+        struct Gate {
+            self_fidelity: Option<crate::simulate::SelfFidelity>,
+        }
+        let gate: Gate = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: line {}: {e}", p.display(), e.line()))?;
         Ok(Some(SimSummary {
             workload: r.workload,
             policy: r.policy,
@@ -258,6 +288,7 @@ impl SimSummary {
             se_eff: r.derived.se_eff,
             scanned_per_search: r.counters.scanned as f64 / r.counters.search.max(1) as f64,
             cross_llc_pct: 100.0 * cross as f64 / r.wakeups.max(1) as f64,
+            self_fidelity: gate.self_fidelity,
         }))
     }
 }

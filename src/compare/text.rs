@@ -157,14 +157,14 @@ pub fn render(c: &Comparison) -> String {
         );
         let _ = writeln!(
             o,
-            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}",
+            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}  self-fidelity",
             "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
         );
         for (name, m) in &simulated {
             let vs = m.throughput_vs(base);
             let _ = writeln!(
                 o,
-                "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}",
+                "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}  {}",
                 trace_label(name),
                 m.throughput_per_s,
                 vs,
@@ -172,10 +172,30 @@ pub fn render(c: &Comparison) -> String {
                 m.latency_p90_ns as f64 / 1e3,
                 m.latency_p99_ns as f64 / 1e3,
                 m.se_eff,
-                m.cross_llc_pct
+                m.cross_llc_pct,
+                m.trust()
             );
         }
         let _ = writeln!(o, "units: {}", base.unit);
+        // Each trace's gate once, with what it misses.
+        let mut said: Vec<&crate::simulate::SelfFidelity> = Vec::new();
+        for (_, m) in &simulated {
+            if let Some(g) = m.self_fidelity.as_ref().filter(|g| !said.contains(g)) {
+                said.push(g);
+                let _ = writeln!(
+                    o,
+                    "self-fidelity of {} (its trace re-run under {}): {}{}",
+                    m.workload,
+                    g.traced_policy,
+                    g.verdict(),
+                    if g.trustworthy {
+                        "; its counterfactuals are trusted"
+                    } else {
+                        "; its counterfactuals are untrustworthy"
+                    }
+                );
+            }
+        }
     }
     o
 }

@@ -529,14 +529,14 @@ fn simulated_section(o: &mut String, r: &Report) {
         o,
         "<div class=\"scroll\"><table><thead><tr><th>bundle</th><th>workload</th><th>policy</th>\
          <th>per second</th><th>vs first</th><th>p50 us</th><th>p90 us</th><th>p99 us</th>\
-         <th>se_eff%</th><th>cross-LLC %</th></tr></thead><tbody>"
+         <th>se_eff%</th><th>cross-LLC %</th><th>self-fidelity</th></tr></thead><tbody>"
     );
     for (name, s) in &sims {
         let vs = s.throughput_vs(base);
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}</td>\
-             <td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+             <td>{:.1}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td title=\"{}\">{}</td></tr>",
             escape(name),
             escape(&s.workload),
             escape(&s.policy),
@@ -546,10 +546,54 @@ fn simulated_section(o: &mut String, r: &Report) {
             s.latency_p90_ns as f64 / 1e3,
             s.latency_p99_ns as f64 / 1e3,
             s.se_eff,
-            s.cross_llc_pct
+            s.cross_llc_pct,
+            escape(&s.self_fidelity.as_ref().map_or_else(
+                || "synthetic workload: no trace to check against".to_string(),
+                |g| g.verdict()
+            )),
+            s.trust()
         );
     }
-    let _ = writeln!(o, "</tbody></table></div></section>");
+    let _ = writeln!(o, "</tbody></table></div>");
+    // Each trace's self-fidelity gate, check by check.
+    let mut said: Vec<&crate::simulate::SelfFidelity> = Vec::new();
+    for (_, s) in &sims {
+        let Some(g) = s.self_fidelity.as_ref().filter(|g| !said.contains(g)) else {
+            continue;
+        };
+        said.push(g);
+        let _ = writeln!(
+            o,
+            "<p>Self-fidelity of {} (its trace re-run under {}): {}. {}</p>",
+            escape(&s.workload),
+            escape(&g.traced_policy),
+            escape(&g.verdict()),
+            if g.trustworthy {
+                "Its counterfactuals are trusted."
+            } else {
+                "<strong>Its counterfactuals are untrustworthy.</strong>"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "<div class=\"scroll\"><table><thead><tr><th>check</th><th>trace</th><th>re-run</th>\
+             <th>tolerance</th><th>re-run against trace</th><th>result</th></tr></thead><tbody>"
+        );
+        for c in &g.checks {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&c.name),
+                c.trace,
+                c.rerun,
+                escape(&c.tolerance),
+                escape(&c.compared()),
+                if c.pass { "pass" } else { "miss" }
+            );
+        }
+        let _ = writeln!(o, "</tbody></table></div>");
+    }
+    let _ = writeln!(o, "</section>");
 }
 
 fn shell_quote(s: &str) -> String {

@@ -5,10 +5,15 @@
 //! The scheduler is a small CFS: per-CPU runqueues ordered by vruntime, a slice of
 //! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
 //! placed at most half a sched_latency behind min_vruntime and preempting the current
-//! task when it is more than the wakeup granularity (1 ms) behind it; all three scaled,
-//! as the kernel scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). Idle CPUs pull a waiting task at
-//! newidle balance (reach limited by the policy, seed 002) and at an idle balance every
-//! 4 ms; the policies get their LLC statistics on replay's schedule.
+//! task when it is more than the wakeup granularity (1 ms) behind it, after a
+//! preemption delay (the rest of the waker's system call and the context switch); the
+//! three tunables scaled, as the kernel scales them, by 1 + log2 of the CPU count (at
+//! most 8 CPUs counted). A task that changes CPU takes its vruntime along relative to
+//! the runqueues' min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle
+//! CPUs pull a waiting task at newidle balance (while avg_idle covers its cost; reach
+//! limited by the policy, seed 002) and at an idle balance every 4 ms, each only from a
+//! group find_busiest_group finds imbalanced; the policies get their LLC statistics on
+//! replay's schedule.
 //!
 //! The simulator emits the tracepoints a kernel would (sched_waking, sched_migrate_task,
 //! sched_wakeup, sched_switch, sched_wakeup_new) and keeps the same reconstructed machine
@@ -75,6 +80,10 @@ pub struct SimOptions {
     /// How long an idle CPU takes to run a task woken onto it from another CPU: the IPI
     /// and the exit from idle.
     pub wake_ipi_ns: u64,
+    /// How long a wakee that preempts the running task waits for the CPU: the running
+    /// task goes on to its next preemption point (the return from the system call or
+    /// interrupt that woke the wakee) and then the context switch.
+    pub preempt_delay_ns: u64,
     /// A benchmark's run bursts vary by up to this share either way (uniformly), as
     /// real requests and messages do; traced bursts are taken as recorded.
     pub jitter: f64,
@@ -101,6 +110,7 @@ impl SimOptions {
             time: TimeModel::default(),
             penalty: Penalty::default(),
             wake_ipi_ns: DEFAULT_WAKE_IPI_NS,
+            preempt_delay_ns: DEFAULT_PREEMPT_DELAY_NS,
             jitter: DEFAULT_JITTER,
             seed: 1,
             record: false,
@@ -149,6 +159,9 @@ pub struct SimResult {
     pub busy_pct: f64,
     pub penalties: Penalty,
     pub wake_ipi_ns: u64,
+    /// Absent from results written before wakeup preemption had a delay.
+    #[serde(default)]
+    pub preempt_delay_ns: u64,
     pub jitter: f64,
     pub seed: u64,
     pub time_model: TimeModel,
@@ -185,6 +198,7 @@ impl SimResult {
             busy_pct: 0.0,
             penalties: opts.penalty,
             wake_ipi_ns: opts.wake_ipi_ns,
+            preempt_delay_ns: opts.preempt_delay_ns,
             jitter: opts.jitter,
             seed: opts.seed,
             time_model: opts.time,
@@ -196,8 +210,22 @@ impl SimResult {
 /// of microseconds (deeper states take tens).
 pub const DEFAULT_WAKE_IPI_NS: u64 = 2_000;
 
+/// A wakeup preemption takes effect after the rest of the system call that woke the
+/// wakee and a context switch: lmbench's lat_ctx and perf bench sched pipe put a switch
+/// between two tasks at 1-3 us on current x86 servers; traced local wakees on this
+/// project's captures reach the CPU 0.7-20 us after their waking.
+pub const DEFAULT_PREEMPT_DELAY_NS: u64 = 2_000;
+
 /// Run bursts of a benchmark vary by up to half either way.
 pub const DEFAULT_JITTER: f64 = 0.5;
+
+/// A vruntime taken from a runqueue whose min_vruntime is `from_min` to one whose
+/// min_vruntime is `to_min`, its distance to the minimum kept (a task behind the old
+/// minimum stays as far behind the new one, down to vruntime 0).
+fn rebase(v: u64, from_min: u64, to_min: u64) -> u64 {
+    let relative = i128::from(v) - i128::from(from_min);
+    (i128::from(to_min) + relative).max(0) as u64
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -256,6 +284,12 @@ enum Ev {
     Kick {
         cpu: u32,
     },
+    /// A wakeup preemption of `cpu`'s running task takes effect, if that task still
+    /// runs.
+    Resched {
+        cpu: u32,
+        gen: u64,
+    },
     /// A task enters: queued on its CPU (Start::At).
     Start {
         task: usize,
@@ -268,6 +302,115 @@ struct Level {
     name: &'static str,
     span: Vec<u32>,
     numa: bool,
+    /// sd->imb_numa_nr: how many tasks a NUMA group may run before a small imbalance
+    /// toward it counts (build_sched_domains: the LLCs in the first domain above the
+    /// LLC, scaled by how much wider than the first NUMA span a domain is).
+    imb_numa_nr: u32,
+    /// sd->imbalance_pct: 110 for SMT, 117 elsewhere.
+    imbalance_pct: u64,
+}
+
+/// The statistics find_busiest_group gathers for one group of a domain
+/// (update_sg_lb_stats), reduced to what decides a pull.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum GroupType {
+    HasSpare,
+    FullyBusy,
+    Overloaded,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GroupStats {
+    /// Tasks running or queued on the group's CPUs.
+    nr: u64,
+    idle_cpus: u64,
+    weight: u64,
+    util: u64,
+    kind: GroupType,
+}
+
+impl GroupStats {
+    /// group_classify: overloaded with more tasks than CPUs and its utilisation above
+    /// capacity / imbalance_pct; fully busy with no idle CPU left that way; else spare.
+    fn of(nr: u64, idle_cpus: u64, weight: u64, util: u64, pct: u64) -> GroupStats {
+        let capacity = 1024 * weight;
+        let util_high = util * pct > capacity * 100;
+        let kind = if nr > weight && util_high {
+            GroupType::Overloaded
+        } else if nr >= weight && util_high {
+            GroupType::FullyBusy
+        } else {
+            GroupType::HasSpare
+        };
+        GroupStats {
+            nr,
+            idle_cpus,
+            weight,
+            util,
+            kind,
+        }
+    }
+
+    /// avg_load with every task at nice 0: tasks per CPU, scaled.
+    fn avg_load(&self) -> u64 {
+        self.nr * 1024 / self.weight.max(1)
+    }
+}
+
+/// find_busiest_group and calculate_imbalance (v6.1) for an idle `local` group against
+/// the busiest other group: how many tasks to pull (0: balanced). `prefer_sibling` when
+/// the child domain spreads tasks (SD_PREFER_SIBLING), `within_llc` when the domain
+/// shares the LLC, `numa` with its imb_numa_nr when it is a NUMA domain.
+fn imbalance(
+    local: &GroupStats,
+    busiest: &GroupStats,
+    pct: u64,
+    prefer_sibling: bool,
+    within_llc: bool,
+    numa: Option<u32>,
+) -> u64 {
+    if busiest.nr == 0 || local.kind > busiest.kind {
+        return 0;
+    }
+    if local.kind == GroupType::Overloaded
+        && (local.avg_load() >= busiest.avg_load()
+            || 100 * busiest.avg_load() <= pct * local.avg_load())
+    {
+        return 0;
+    }
+    let spread = prefer_sibling && local.kind == GroupType::HasSpare && busiest.nr > local.nr + 1;
+    if !spread && busiest.kind != GroupType::Overloaded {
+        // Not overloaded: balanced unless the idle CPUs differ by more than one, and
+        // nothing to take from a group running a single task.
+        if busiest.weight > 1 && local.idle_cpus <= busiest.idle_cpus + 1 {
+            return 0;
+        }
+        if busiest.nr == 1 {
+            return 0;
+        }
+    }
+    if local.kind != GroupType::HasSpare {
+        // migrate_load: at least the one task a newly idle CPU takes.
+        return 1;
+    }
+    if busiest.kind == GroupType::Overloaded && !within_llc {
+        // migrate_util: fill the local group's spare capacity.
+        return u64::from(local.util < 1024 * local.weight);
+    }
+    let mut imb = if busiest.weight == 1 || prefer_sibling {
+        busiest.nr.saturating_sub(local.nr)
+    } else {
+        local.idle_cpus.saturating_sub(busiest.idle_cpus)
+    };
+    if let Some(imb_numa_nr) = numa {
+        // adjust_numa_imbalance: a small imbalance toward a lightly used node stays.
+        const NUMA_IMBALANCE_MIN: u64 = 2;
+        // dst_running (this group's tasks and the one pulled) ≤ imb_numa_nr.
+        if local.nr < u64::from(imb_numa_nr) && imb <= NUMA_IMBALANCE_MIN {
+            imb = 0;
+        }
+    }
+    imb >> 1
 }
 
 /// The CFS tunables of a machine: SCHED_TUNABLESCALING_LOG multiplies the normalized
@@ -332,6 +475,8 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
             name: "machine",
             span: all,
             numa: false,
+            imb_numa_nr: 1,
+            imbalance_pct: 117,
         }];
     };
     let candidates = [
@@ -359,11 +504,43 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
         out.push(Level {
             name,
             numa: numa_if_wider && nodes.len() > 1,
+            imb_numa_nr: 1,
+            imbalance_pct: if name == "smt" { 110 } else { 117 },
             span,
         });
     }
+    // imb_numa_nr as build_sched_domains sets it: in the first domain above the LLC,
+    // the LLCs it spans (or an eighth of its CPUs when it spans one); above that, that
+    // many times the domain's width over the first NUMA domain's above it.
+    let llc_weight = topo.llc_span(cpu).len().max(1);
+    if let Some(first) = out.iter().position(|l| l.span.len() > llc_weight) {
+        let w = out[first].span.len();
+        let imb = match w / llc_weight {
+            1 => (w >> 3).max(1),
+            n => n,
+        } as u32;
+        let imb_span = out[first + 1..]
+            .iter()
+            .find(|l| l.numa)
+            .map_or(w, |l| l.span.len())
+            .max(1);
+        out[first].imb_numa_nr = imb;
+        for l in &mut out[first + 1..] {
+            l.imb_numa_nr = imb * (l.span.len() / imb_span).max(1) as u32;
+        }
+    }
     out
 }
+
+/// A newly idle CPU's load balance costs about this much per CPU of the domain it
+/// balances (updating blocked averages, find_busiest_group over the groups, locking
+/// the busiest runqueue), plus a fixed part: the model's estimate of
+/// sd->max_newidle_lb_cost (/sys/kernel/debug/sched/domains/cpu*/domain*/
+/// max_newidle_lb_cost shows a few microseconds for domains of a few CPUs on current
+/// x86 servers). Newidle skips a domain when the CPU's avg_idle is below the cost of
+/// balancing it plus what the lower domains cost (sched_balance_newidle's cut-off).
+pub const NEWIDLE_COST_BASE_NS: u64 = 1_000;
+pub const NEWIDLE_COST_PER_CPU_NS: u64 = 250;
 
 impl Sim {
     pub fn new(workload: Workload, opts: SimOptions) -> Result<Sim, SimError> {
@@ -431,7 +608,7 @@ impl Sim {
         let w = self.wake_payload(t, cpu);
         self.emit(now, cpu, 0, EventKind::WakeupNew(w));
         self.tasks[t].state = State::Runnable;
-        self.tasks[t].vruntime = self.min_vruntime(cpu);
+        self.tasks[t].vruntime = self.min_vruntime(cpu, now);
         self.cpus[cpu as usize].rq.push(t);
     }
 
@@ -477,8 +654,26 @@ impl Sim {
     }
 
     /// Moves waiting task `t` from `from` to `to` (emitting sched_migrate_task on
-    /// `on_cpu`) and charges it the cache refill of that distance.
-    fn migrate(&mut self, t: usize, from: u32, to: u32, now: u64, on_cpu: u32, common_pid: i32) {
+    /// `on_cpu`) and charges it the cache refill of that distance. Its vruntime moves
+    /// with it relative to the runqueues' min_vruntime: `from_min` is `from`'s when the
+    /// task left it (migrate_task_rq_fair for a waking task, dequeue_entity for a queued
+    /// one, subtract it), and `to`'s is added back as enqueue_entity does before
+    /// place_entity. A task keeping its absolute vruntime would arrive from a busier
+    /// runqueue far behind everyone there, or from a quieter one far ahead.
+    #[allow(clippy::too_many_arguments)]
+    fn migrate(
+        &mut self,
+        t: usize,
+        from: u32,
+        from_min: u64,
+        to: u32,
+        now: u64,
+        on_cpu: u32,
+        common_pid: i32,
+    ) {
+        let to_min = self.min_vruntime(to, now);
+        let v = &mut self.tasks[t].vruntime;
+        *v = rebase(*v, from_min, to_min);
         let task = &self.tasks[t];
         let kind = EventKind::Migrate {
             comm: task.comm,
@@ -540,6 +735,12 @@ impl Sim {
                     }
                 }
                 Ev::Timer { task } => self.wake(task, None, now),
+                Ev::Resched { cpu, gen } => {
+                    let c = &self.cpus[cpu as usize];
+                    if c.gen == gen && c.curr.is_some() && !c.rq.is_empty() {
+                        self.preempt(cpu, now);
+                    }
+                }
                 Ev::Kick { cpu } => {
                     self.cpus[cpu as usize].kicked = false;
                     self.run_if_idle(cpu, now);
@@ -873,7 +1074,8 @@ impl Sim {
             }
         }
         if dest != prev {
-            self.migrate(t, prev, dest, now, waker_cpu, waker_pid);
+            let prev_min = self.min_vruntime(prev, now);
+            self.migrate(t, prev, prev_min, dest, now, waker_cpu, waker_pid);
         }
         let w = self.wake_payload(t, dest);
         self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
@@ -881,7 +1083,7 @@ impl Sim {
             let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
             self.emit(now, waker_cpu, waker_pid, kind);
         }
-        let min_v = self.min_vruntime(dest);
+        let min_v = self.min_vruntime(dest, now);
         let task = &mut self.tasks[t];
         task.cpu = dest;
         task.state = State::Runnable;
@@ -903,19 +1105,29 @@ impl Sim {
             Some(c) => {
                 let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
                 if running_v > v + self.tun.wakeup_granularity {
-                    self.preempt(dest, now);
+                    if self.opts.preempt_delay_ns == 0 {
+                        self.preempt(dest, now);
+                    } else {
+                        let gen = self.cpus[dest as usize].gen;
+                        let at = now + self.opts.preempt_delay_ns;
+                        self.schedule(at, Ev::Resched { cpu: dest, gen });
+                    }
                 }
             }
         }
     }
 
-    fn min_vruntime(&mut self, cpu: u32) -> u64 {
+    /// update_min_vruntime: the least vruntime of the running task (its current stint
+    /// counted up to `now`) and the queued ones, never moving backwards; an empty
+    /// runqueue keeps the last.
+    fn min_vruntime(&mut self, cpu: u32, now: u64) -> u64 {
         let c = &self.cpus[cpu as usize];
-        let v = c
+        let running = c
             .curr
-            .iter()
-            .chain(c.rq.iter())
-            .map(|&t| self.tasks[t].vruntime)
+            .map(|t| self.tasks[t].vruntime + now.saturating_sub(c.started));
+        let v = running
+            .into_iter()
+            .chain(c.rq.iter().map(|&t| self.tasks[t].vruntime))
             .min()
             .unwrap_or(c.min_vruntime);
         let c = &mut self.cpus[cpu as usize];
@@ -929,8 +1141,10 @@ impl Sim {
             .rq
             .iter()
             .rposition(|&t| self.can_migrate(t, now))?;
+        // dequeue_entity makes the vruntime relative before min_vruntime moves on.
+        let from_min = self.min_vruntime(from, now);
         let t = self.cpus[from as usize].rq.remove(i);
-        self.migrate(t, from, to, now, to, 0);
+        self.migrate(t, from, from_min, to, now, to, 0);
         self.result.balance_migrations.count(&self.m.topo, from, to);
         Some(t)
     }
@@ -942,10 +1156,10 @@ impl Sim {
             && now.saturating_sub(self.tasks[t].last_ran) >= MIGRATION_COST_NS
     }
 
-    /// The busiest CPU of a span by waiting tasks, among those a balance may take from:
-    /// two tasks or more (an idle balance never takes a runqueue's only task, such as
-    /// one woken onto an idle CPU still leaving idle) and one of them movable.
-    fn busiest(&self, span: &[u32], except: u32, now: u64) -> Option<u32> {
+    /// The CPU of a span with the most tasks that a balance may take one from: two
+    /// tasks or more (a balance never takes a runqueue's only task, such as one woken
+    /// onto an idle CPU still leaving idle) and one of them movable.
+    fn busiest_rq(&self, span: &[u32], except: u32, now: u64) -> Option<u32> {
         span.iter()
             .copied()
             .filter(|&c| {
@@ -957,16 +1171,101 @@ impl Sim {
             .max_by_key(|&c| (self.cpus[c as usize].rq.len(), Reverse(c)))
     }
 
-    /// sched_balance_newidle: domain by domain outwards, as far as the policy reaches,
-    /// skipped when the CPU's recent idle periods were shorter than a migration costs.
-    fn newidle(&mut self, cpu: u32, now: u64) -> Option<usize> {
-        let avg_idle = self.m.cpus.get(cpu as usize).map_or(0, |c| c.avg_idle);
-        if avg_idle < MIGRATION_COST_NS {
+    /// The statistics of a group of CPUs.
+    fn group_stats(&self, cpus: &[u32], pct: u64) -> GroupStats {
+        let (mut nr, mut idle, mut util) = (0u64, 0u64, 0u64);
+        for &c in cpus {
+            let cpu = &self.cpus[c as usize];
+            let n = cpu.rq.len() as u64 + cpu.curr.is_some() as u64;
+            nr += n;
+            idle += (n == 0) as u64;
+            util += self.m.cpu_util(c);
+        }
+        GroupStats::of(nr, idle, cpus.len() as u64, util, pct)
+    }
+
+    /// load_balance at domain level `li` of idle `cpu`: the groups are the child
+    /// domain's spans (single CPUs at the lowest level); the CPU to pull a task from
+    /// when the busiest group is imbalanced against the local one, as
+    /// find_busiest_group and calculate_imbalance decide, then its busiest runqueue.
+    fn balance_source(&self, cpu: u32, li: usize, now: u64) -> Option<u32> {
+        let levels = &self.topo_levels[cpu as usize];
+        let l = &levels[li];
+        let child_of = |c: u32| -> Vec<u32> {
+            match li.checked_sub(1) {
+                None => vec![c],
+                Some(k) => self.topo_levels[c as usize]
+                    .get(k)
+                    .map_or_else(|| vec![c], |x| x.span.clone()),
+            }
+        };
+        let local_span = child_of(cpu);
+        let local = self.group_stats(&local_span, l.imbalance_pct);
+        let mut seen: Vec<u32> = local_span.clone();
+        let mut best: Option<(GroupStats, Vec<u32>)> = None;
+        for &c in &l.span {
+            if seen.contains(&c) {
+                continue;
+            }
+            let g = child_of(c);
+            seen.extend(&g);
+            let s = self.group_stats(&g, l.imbalance_pct);
+            if s.nr == 0 {
+                continue;
+            }
+            // update_sd_pick_busiest: the worse group type; within a type, the higher
+            // load, or for spare groups the fewer idle CPUs and then more tasks.
+            let better = match &best {
+                None => true,
+                Some((b, _)) => {
+                    if s.kind != b.kind {
+                        s.kind > b.kind
+                    } else if s.kind == GroupType::HasSpare {
+                        (Reverse(s.idle_cpus), s.nr) > (Reverse(b.idle_cpus), b.nr)
+                    } else {
+                        s.avg_load() > b.avg_load()
+                    }
+                }
+            };
+            if better {
+                best = Some((s, g));
+            }
+        }
+        let (busiest, span) = best?;
+        let prefer_sibling = li > 0 && !levels[li - 1].numa;
+        let within_llc = l.span.len() <= self.m.topo.llc_span(cpu).len();
+        let numa = l.numa.then_some(l.imb_numa_nr);
+        let imb = imbalance(
+            &local,
+            &busiest,
+            l.imbalance_pct,
+            prefer_sibling,
+            within_llc,
+            numa,
+        );
+        if imb == 0 {
             return None;
         }
+        self.busiest_rq(&span, cpu, now)
+    }
+
+    /// sched_balance_newidle: domain by domain outwards, as far as the policy reaches,
+    /// while the CPU's expected idle time (avg_idle) covers what balancing costs so far
+    /// plus the next domain's cost; a domain pulls only when it is imbalanced.
+    fn newidle(&mut self, cpu: u32, now: u64) -> Option<usize> {
+        // The root domain's overload flag: some runqueue has a task waiting.
+        if !self.cpus.iter().any(|c| !c.rq.is_empty()) {
+            return None;
+        }
+        let avg_idle = self.m.cpus.get(cpu as usize).map_or(0, |c| c.avg_idle);
         let reach = self.policy.newidle_reach();
+        let mut spent = 0;
         for li in 0..self.topo_levels[cpu as usize].len() {
             let l = &self.topo_levels[cpu as usize][li];
+            let cost = NEWIDLE_COST_BASE_NS + NEWIDLE_COST_PER_CPU_NS * l.span.len() as u64;
+            if avg_idle < spent + cost {
+                break;
+            }
             let allowed = match reach {
                 NewidleReach::All => true,
                 NewidleReach::BelowNuma => !l.numa,
@@ -975,8 +1274,9 @@ impl Sim {
             if !allowed {
                 break;
             }
+            spent += cost;
             let name = l.name;
-            if let Some(from) = self.busiest(&l.span, cpu, now) {
+            if let Some(from) = self.balance_source(cpu, li, now) {
                 let t = self.pull(from, cpu, now)?;
                 *self
                     .result
@@ -989,16 +1289,15 @@ impl Sim {
         None
     }
 
-    /// Periodic idle balance: idle CPUs pull a waiting task from the nearest busy
-    /// domain (nohz idle balance), NUMA domains included.
+    /// Periodic idle balance: idle CPUs pull a waiting task from the nearest
+    /// imbalanced domain (nohz idle balance), NUMA domains included.
     fn balance(&mut self, now: u64) {
         for cpu in 0..self.cpus.len() as u32 {
             if self.cpus[cpu as usize].curr.is_some() {
                 continue;
             }
-            let from = self.topo_levels[cpu as usize]
-                .iter()
-                .find_map(|l| self.busiest(&l.span, cpu, now));
+            let from = (0..self.topo_levels[cpu as usize].len())
+                .find_map(|li| self.balance_source(cpu, li, now));
             if let Some(from) = from {
                 if let Some(t) = self.pull(from, cpu, now) {
                     self.cpus[cpu as usize].rq.push(t);
@@ -1012,6 +1311,249 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::TaskSpec;
+
+    /// A simulator on 2 CPUs of one LLC (sched_latency 12 ms, wakeup granularity 2 ms)
+    /// with `n` tasks asleep on CPU 0, none started: the tests set the state they need.
+    fn two_cpus(n: usize, pinned: &[Option<u32>]) -> Sim {
+        two_cpus_with(n, pinned, 0)
+    }
+
+    fn two_cpus_with(n: usize, pinned: &[Option<u32>], preempt_delay_ns: u64) -> Sim {
+        let tasks = (0..n)
+            .map(|i| TaskSpec {
+                comm: format!("t{i}"),
+                pid: Some(100 + i as i32),
+                steps: vec![Step::Run(MS), Step::Sleep],
+                looping: false,
+                start: Start::Asleep { cpu: 0 },
+                pinned: pinned.get(i).copied().flatten(),
+            })
+            .collect();
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.wake_ipi_ns = 0;
+        opts.preempt_delay_ns = preempt_delay_ns;
+        Sim::new(w, opts).unwrap()
+    }
+
+    /// Task `t` runs on `cpu` from `now` with vruntime `v`.
+    fn running(sim: &mut Sim, t: usize, cpu: u32, v: u64, now: u64) {
+        sim.tasks[t].vruntime = v;
+        sim.tasks[t].state = State::Running;
+        sim.tasks[t].cpu = cpu;
+        let c = &mut sim.cpus[cpu as usize];
+        c.curr = Some(t);
+        c.started = now;
+        c.slice_end = now + 12 * MS;
+    }
+
+    #[test]
+    fn rebasing_keeps_the_distance_to_min_vruntime() {
+        assert_eq!(rebase(101 * MS, 100 * MS, 10 * MS), 11 * MS);
+        assert_eq!(rebase(97 * MS, 100 * MS, 10 * MS), 7 * MS);
+        assert_eq!(rebase(5 * MS, 10 * MS, 100 * MS), 95 * MS);
+        // Far behind a busy runqueue, and the new one's minimum is small: floor at 0.
+        assert_eq!(rebase(50 * MS, 100 * MS, 10 * MS), 0);
+    }
+
+    /// CPU 0 runs task 1 at vruntime 100 ms, CPU 1 runs task 2 at 10 ms. Task 0 sleeps
+    /// with CPU 0 as prev and may only run on CPU 1, so its wakeup migrates it. At
+    /// 101 ms (1 ms ahead of CPU 0's minimum) it arrives 1 ms ahead of CPU 1's, at
+    /// 11 ms (place_entity's floor, 10 − 12/2 = 4 ms, is below), and does not preempt
+    /// task 2. At 97 ms (3 ms behind) it arrives at 7 ms, more than the 2 ms wakeup
+    /// granularity behind task 2, and preempts it. Kept absolute, 101 ms or 97 ms
+    /// would queue it behind task 2 for 87 ms or more of task 2's CPU time.
+    #[test]
+    fn a_wakeup_migration_rebases_vruntime_and_then_places_it() {
+        for (v, expect, preempts) in [(101 * MS, 11 * MS, false), (97 * MS, 7 * MS, true)] {
+            let mut sim = two_cpus(3, &[Some(1)]);
+            let now = 0;
+            running(&mut sim, 1, 0, 100 * MS, now);
+            running(&mut sim, 2, 1, 10 * MS, now);
+            sim.tasks[0].vruntime = v;
+            sim.wake(0, None, now);
+            assert_eq!(sim.tasks[0].cpu, 1);
+            assert_eq!(sim.tasks[0].vruntime, expect, "from {v}");
+            assert_eq!(sim.cpus[1].curr == Some(0), preempts, "from {v}");
+        }
+    }
+
+    /// With a preemption delay of 5 us, the wakee of the case above (7 ms against the
+    /// running task's 10 ms) is queued and the running task keeps the CPU until the
+    /// delay has passed; then the wakee runs, 5 us after its wakeup.
+    #[test]
+    fn a_wakeup_preemption_takes_effect_after_its_delay() {
+        let mut sim = two_cpus_with(3, &[Some(1)], 5_000);
+        running(&mut sim, 1, 0, 100 * MS, 0);
+        running(&mut sim, 2, 1, 10 * MS, 0);
+        sim.tasks[0].vruntime = 97 * MS;
+        sim.wake(0, None, 1_000);
+        assert_eq!(sim.cpus[1].curr, Some(2));
+        assert_eq!(sim.cpus[1].rq, [0]);
+        let Some(Reverse((at, _, Ev::Resched { cpu: 1, gen }))) = sim.heap.pop() else {
+            panic!("no preemption pending");
+        };
+        assert_eq!((at, gen), (6_000, sim.cpus[1].gen));
+        // What the event loop does when it fires.
+        sim.preempt(1, at);
+        assert_eq!(sim.cpus[1].curr, Some(0));
+        assert_eq!(sim.cpus[1].started, 6_000);
+        assert_eq!(sim.tasks[2].state, State::Runnable);
+    }
+
+    /// A sleeper far behind its old runqueue's minimum (3 ms behind 100 ms) lands 3 ms
+    /// behind the new one's (30 ms − 3 = 27 ms), within place_entity's 6 ms of credit;
+    /// 20 ms behind it would land at 10 ms and is raised to 30 − 6 = 24 ms.
+    #[test]
+    fn a_migrated_sleeper_keeps_at_most_half_a_latency_of_credit() {
+        for (v, expect) in [(97 * MS, 27 * MS), (80 * MS, 24 * MS)] {
+            let mut sim = two_cpus(3, &[Some(1)]);
+            running(&mut sim, 1, 0, 100 * MS, 0);
+            running(&mut sim, 2, 1, 30 * MS, 0);
+            sim.tasks[0].vruntime = v;
+            sim.wake(0, None, 0);
+            assert_eq!(sim.tasks[0].vruntime, expect, "from {v}");
+        }
+    }
+
+    /// A balance pull: CPU 0 runs task 1 (vruntime 100 ms, 2 ms into its stint, so its
+    /// runqueue's minimum is 102 ms) with task 2 queued at 105 ms; idle CPU 1's minimum
+    /// is 10 ms. Task 2, pulled, keeps its 3 ms lead: 13 ms. No place_entity (not a
+    /// wakeup).
+    #[test]
+    fn a_balance_pull_rebases_vruntime() {
+        let mut sim = two_cpus(3, &[]);
+        let now = 10 * MS;
+        running(&mut sim, 1, 0, 100 * MS, now - 2 * MS);
+        sim.tasks[2].vruntime = 105 * MS;
+        sim.tasks[2].state = State::Runnable;
+        sim.tasks[2].cpu = 0;
+        sim.cpus[0].rq.push(2);
+        sim.cpus[1].min_vruntime = 10 * MS;
+        assert_eq!(sim.pull(0, 1, now), Some(2));
+        assert_eq!(sim.tasks[2].cpu, 1);
+        assert_eq!(sim.tasks[2].vruntime, 13 * MS);
+        assert_eq!(sim.cpus[0].min_vruntime, 102 * MS);
+    }
+
+    fn group(nr: u64, idle: u64, weight: u64, util: u64) -> GroupStats {
+        GroupStats::of(nr, idle, weight, util, 117)
+    }
+
+    /// find_busiest_group's verdicts on hand-made groups (v6.1 rules).
+    #[test]
+    fn imbalance_follows_find_busiest_group() {
+        // Lowest level, groups of one CPU: an idle CPU takes one of a CPU's two tasks.
+        let idle_cpu = group(0, 1, 1, 0);
+        assert_eq!(
+            imbalance(&idle_cpu, &group(2, 0, 1, 300), 117, false, true, None),
+            1
+        );
+        // ... but not the only task of a busy CPU.
+        assert_eq!(
+            imbalance(&idle_cpu, &group(1, 0, 1, 900), 117, false, true, None),
+            0
+        );
+        // Across LLCs of 4: a ping-pong pair stacked on one CPU of the other LLC (2
+        // tasks, 3 idle CPUs) against an LLC running 1 task (3 idle): neither 2 > 1 + 1
+        // tasks nor idle CPUs differing by more than one, so the pair stays together.
+        let local = group(1, 3, 4, 400);
+        assert_eq!(
+            imbalance(&local, &group(2, 3, 4, 600), 117, true, false, None),
+            0
+        );
+        // Three tasks there against none here: spread, (3 − 0) / 2 = 1 task.
+        let empty = group(0, 4, 4, 0);
+        assert_eq!(
+            imbalance(&empty, &group(3, 2, 4, 1500), 117, true, false, None),
+            1
+        );
+        // Five against none: 2.
+        assert_eq!(
+            imbalance(&empty, &group(5, 1, 4, 2500), 117, true, false, None),
+            2
+        );
+        // Between NUMA nodes (imb_numa_nr 2): 2 tasks against none is (2 − 0) = 2, a
+        // small imbalance left alone while this node runs fewer than 2 tasks.
+        let node = group(0, 8, 8, 0);
+        let other = group(2, 7, 8, 1000);
+        assert_eq!(imbalance(&node, &other, 117, true, false, Some(2)), 0);
+        assert_eq!(imbalance(&node, &other, 117, true, false, None), 1);
+        // An overloaded LLC (10 tasks on 4 CPUs, util 4000 > 4096 · 100/117) fills a
+        // spare LLC by utilisation: one task.
+        let busy = group(10, 0, 4, 4000);
+        assert_eq!(busy.kind, GroupType::Overloaded);
+        assert_eq!(imbalance(&local, &busy, 117, true, false, None), 1);
+        // An overloaded local group does not pull from a less loaded one, nor from one
+        // loaded less than 117 % of it.
+        let local_busy = group(9, 1, 4, 3900);
+        assert_eq!(local_busy.kind, GroupType::Overloaded);
+        assert_eq!(
+            imbalance(&local_busy, &group(8, 0, 4, 4000), 117, true, false, None),
+            0
+        );
+        assert_eq!(
+            imbalance(&local_busy, &group(10, 0, 4, 4000), 117, true, false, None),
+            0
+        );
+        assert_eq!(
+            imbalance(&local_busy, &group(11, 0, 4, 4000), 117, true, false, None),
+            1
+        );
+    }
+
+    /// Newidle on CPU 1 with task 2 waiting behind task 1 on CPU 0 (one LLC of 2 CPUs,
+    /// groups of one CPU): the pull happens when avg_idle (1 ms at boot) covers the
+    /// domain's balance cost (1 us + 2 × 250 ns), and not when the CPU's idle periods
+    /// have averaged 1 us.
+    #[test]
+    fn newidle_is_gated_by_avg_idle_against_its_cost() {
+        for (avg_idle, pulls) in [(1_000_000, true), (1_000, false)] {
+            let mut sim = two_cpus(3, &[]);
+            let now = 10 * MS;
+            running(&mut sim, 1, 0, 0, now);
+            sim.tasks[2].state = State::Runnable;
+            sim.tasks[2].cpu = 0;
+            sim.cpus[0].rq.push(2);
+            sim.m.cpus[1].avg_idle = avg_idle;
+            assert_eq!(sim.newidle(1, now).is_some(), pulls, "avg_idle {avg_idle}");
+        }
+    }
+
+    /// imb_numa_nr on two nodes of 8 CPUs, one LLC each: the NUMA domain is the first
+    /// above the LLC and spans 2 LLCs.
+    #[test]
+    fn imb_numa_nr_counts_the_llcs_of_the_first_domain_above_them() {
+        let cpus = (0..16)
+            .map(|c| crate::topology::CpuTopo {
+                cpu: c,
+                core: c / 2,
+                smt_siblings: vec![c & !1, c | 1],
+                cluster: c & !1,
+                llc: c / 8 * 8,
+                package: c / 8,
+                node: c / 8,
+                capacity: 1024,
+            })
+            .collect();
+        let t = Topology {
+            source: "test".into(),
+            cpus,
+        };
+        let topo = Topo::new(&t, 16);
+        let l = levels(&topo, &t, 3);
+        let names: Vec<_> = l.iter().map(|l| (l.name, l.numa, l.imb_numa_nr)).collect();
+        assert_eq!(
+            names,
+            [("smt", false, 1), ("llc", false, 1), ("machine", true, 2)]
+        );
+    }
 
     /// sched_latency by CPU count, as a booted kernel shows it in
     /// /sys/kernel/debug/sched/latency_ns: 6 ms on 1 CPU, 12 on 2, 18 on 4, 24 from 8 up.
