@@ -17,7 +17,9 @@ declare -A extra=(
     [text]="$samples/hackbench-tracefs.txt"
     [bundle]=""
 )
-RUSTC_BOOTSTRAP=1 cargo fuzz build -O "${targets[@]/#/}" >&2 || exit 1
+for t in "${targets[@]}"; do
+    RUSTC_BOOTSTRAP=1 cargo fuzz build -O "$t" >&2 || exit 1
+done
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t" "seeds-extra/$t"
     for f in ${extra[$t]:-}; do cp "$f" "seeds-extra/$t/"; done

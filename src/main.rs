@@ -65,10 +65,7 @@ enum Command {
     Info(InfoArgs),
     /// Cleans up after a capture that died (started by capture itself).
     #[command(hide = true, name = "capture-watchdog")]
-    CaptureWatchdog {
-        pid: u32,
-        spool: PathBuf,
-    },
+    CaptureWatchdog { pid: u32, spool: PathBuf },
 }
 
 #[derive(clap::Args)]

@@ -89,7 +89,7 @@ mod tests {
         for n in [
             format!(".tmp-a-{dead}"),
             format!(".tmp-b-{me}"),
-            format!(".tmp-c-1"),
+            ".tmp-c-1".to_string(),
             format!("tmp-d-{dead}"),
         ] {
             std::fs::create_dir(d.path().join(n)).unwrap();

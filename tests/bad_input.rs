@@ -237,16 +237,29 @@ fn cli_fails(args: &[&str], cwd: &Path, expect: &[&str]) -> String {
     assert_eq!(o.stderr.lines().count(), 1, "{args:?}: {}", o.stderr);
     assert!(!o.stderr.contains("panicked"), "{args:?}: {}", o.stderr);
     for e in expect {
-        assert!(o.stderr.contains(e), "{args:?}: expected {e:?} in {}", o.stderr);
+        assert!(
+            o.stderr.contains(e),
+            "{args:?}: expected {e:?} in {}",
+            o.stderr
+        );
     }
-    assert!(t.elapsed().as_secs() < 20, "{args:?} took {:?}", t.elapsed());
+    assert!(
+        t.elapsed().as_secs() < 20,
+        "{args:?} took {:?}",
+        t.elapsed()
+    );
     o.stderr
 }
 
 /// A bundle of the small text sample (7,326 events on 2 CPUs) at `dir/traces/b`.
 fn small_bundle(dir: &Path) -> std::path::PathBuf {
     let o = sisreplay(
-        &["import", &sample_arg("hackbench-tracefs.txt"), "--name", "b"],
+        &[
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--name",
+            "b",
+        ],
         dir,
     );
     assert_eq!(o.code, Some(0), "{}", o.stderr);
@@ -308,14 +321,22 @@ fn bundle_events_beyond_its_cpus_are_named() {
     let bs = b.to_str().unwrap();
     // One event moved to CPU 5 of this 2-CPU bundle.
     edit_events(&b, |v| v[42].cpu = 5);
-    let msg = cli_fails(&["replay", bs], dir.path(), &[bs, "row 42:", "CPU 5", "2 CPUs"]);
+    let msg = cli_fails(
+        &["replay", bs],
+        dir.path(),
+        &[bs, "row 42:", "CPU 5", "2 CPUs"],
+    );
     assert!(msg.contains("events.parquet"), "{msg}");
     cli_fails(&["info", bs], dir.path(), &["row 42:", "CPU 5"]);
     // meta.json saying fewer CPUs than the events use.
     let dir = tempfile::tempdir().unwrap();
     let b = small_bundle(dir.path());
     edit_meta(&b, |m| m["nr_cpus"] = 1.into());
-    cli_fails(&["info", b.to_str().unwrap()], dir.path(), &["CPU 1", "1 CPUs"]);
+    cli_fails(
+        &["info", b.to_str().unwrap()],
+        dir.path(),
+        &["CPU 1", "1 CPUs"],
+    );
 }
 
 #[test]
@@ -331,17 +352,29 @@ fn absurd_cpu_counts_in_meta_json() {
             vec!["info", bs],
             vec!["replay", bs],
             vec!["compare", "sis_prop", "sis_util", "--trace", bs],
-            vec!["report", "sis_prop", "sis_util", "--trace", bs, "--format", "text"],
+            vec![
+                "report", "sis_prop", "sis_util", "--trace", bs, "--format", "text",
+            ],
             vec!["simulate", bs],
         ] {
-            cli_fails(&args, dir.path(), &[meta, &format!("nr_cpus says {n} CPUs"), "8192"]);
+            cli_fails(
+                &args,
+                dir.path(),
+                &[meta, &format!("nr_cpus says {n} CPUs"), "8192"],
+            );
         }
     }
     // A topology naming a CPU no kernel can have.
     let dir = tempfile::tempdir().unwrap();
     let b = small_bundle(dir.path());
-    edit_meta(&b, |m| m["topology"]["cpus"][0]["cpu"] = 4_000_000_000u64.into());
-    cli_fails(&["replay", b.to_str().unwrap()], dir.path(), &["CPU 4000000000"]);
+    edit_meta(&b, |m| {
+        m["topology"]["cpus"][0]["cpu"] = 4_000_000_000u64.into()
+    });
+    cli_fails(
+        &["replay", b.to_str().unwrap()],
+        dir.path(),
+        &["CPU 4000000000"],
+    );
 }
 
 /// The offset of a perf.data feature section's (offset, size) entry and of its data.
@@ -365,7 +398,11 @@ fn perf_data_with_an_absurd_nrcpus_header() {
             let msg = import_fails(
                 &format!("nrcpus-{n}-{file}"),
                 &m,
-                &[&format!("offset {nrcpus:#x}"), "NRCPUS", &format!("{n} CPUs")],
+                &[
+                    &format!("offset {nrcpus:#x}"),
+                    "NRCPUS",
+                    &format!("{n} CPUs"),
+                ],
             );
             assert!(msg.contains("8192"), "{msg}");
         }
@@ -379,13 +416,21 @@ fn perf_data_sample_beyond_its_nrcpus() {
     let mut m = d.clone();
     // The samples are on CPUs 0 and 1; the header now says one CPU (available and online).
     m[nrcpus..nrcpus + 8].copy_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
-    import_fails("nrcpus-1.data", &m, &["offset 0x", "sample on CPU 1", "NRCPUS", "1 CPUs"]);
+    import_fails(
+        "nrcpus-1.data",
+        &m,
+        &["offset 0x", "sample on CPU 1", "NRCPUS", "1 CPUs"],
+    );
 }
 
 #[test]
 fn text_with_an_absurd_cpu_count() {
     let body = std::fs::read_to_string(sample("hackbench-tracefs.txt")).unwrap();
-    let events: String = body.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let events: String = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     for n in ["4294967295", "8193", "99999999999999999999", "0"] {
         import_fails(
             &format!("cpus-{}.txt", n.len()),
@@ -394,8 +439,10 @@ fn text_with_an_absurd_cpu_count() {
         );
         import_fails(
             &format!("p-{}.txt", n.len()),
-            format!("# tracer: nop\n#\n# entries-in-buffer/entries-written: 1/1   #P:{n}\n{events}")
-                .as_bytes(),
+            format!(
+                "# tracer: nop\n#\n# entries-in-buffer/entries-written: 1/1   #P:{n}\n{events}"
+            )
+            .as_bytes(),
             &["line 3", "CPU"],
         );
     }
@@ -420,10 +467,18 @@ fn tracefs_text_replays_on_its_header_cpus() {
     // replaying on a machine of one CPU.
     let dir = tempfile::tempdir().unwrap();
     let body = std::fs::read_to_string(sample("hackbench-tracefs.txt")).unwrap();
-    let events: String = body.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let events: String = body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let f = dir.path().join("t.txt");
     std::fs::write(&f, events).unwrap();
-    cli_fails(&["replay", f.to_str().unwrap()], dir.path(), &["on CPU 1", "import it first"]);
+    cli_fails(
+        &["replay", f.to_str().unwrap()],
+        dir.path(),
+        &["on CPU 1", "import it first"],
+    );
 }
 
 /// The data section's records: (offset, type, size).
@@ -450,7 +505,11 @@ fn perf_data_errors_carry_the_byte_offset() {
     let (at, _, _) = recs[recs.len() / 3];
     let mut m = d.clone();
     m[at + 6..at + 8].copy_from_slice(&4u16.to_le_bytes());
-    import_fails("size.data", &m, &[&format!("offset {at:#x}"), "record header"]);
+    import_fails(
+        "size.data",
+        &m,
+        &[&format!("offset {at:#x}"), "record header"],
+    );
     // A sample whose tracepoint payload is cut short: its own offset.
     let (at, _, size) = *recs
         .iter()
@@ -461,22 +520,36 @@ fn perf_data_errors_carry_the_byte_offset() {
     // PERF_SAMPLE_RAW's u32 size is the last field before the payload; make it claim
     // more than the record holds.
     let raw_size_at = (at + 8..at + size - 4)
-        .find(|&o| u32::from_le_bytes(m[o..o + 4].try_into().unwrap()) as usize == at + size - o - 4)
+        .find(|&o| {
+            u32::from_le_bytes(m[o..o + 4].try_into().unwrap()) as usize == at + size - o - 4
+        })
         .expect("raw size field");
     m[raw_size_at..raw_size_at + 4].copy_from_slice(&0xfff0u32.to_le_bytes());
     import_fails("raw.data", &m, &[&format!("offset {at:#x}")]);
     // In a compressed file: inside the compressed record that holds it.
     let z = std::fs::read(sample("hackbench-perf-z.data")).unwrap();
     let zrecs = perf_records(&z);
-    let (zat, _, zsize) = *zrecs.iter().filter(|r| r.1 == 81 || r.1 == 83).nth(3).unwrap();
+    let (zat, _, zsize) = *zrecs
+        .iter()
+        .filter(|r| r.1 == 81 || r.1 == 83)
+        .nth(3)
+        .unwrap();
     let mut m = z.clone();
     for b in &mut m[zat + 40..zat + zsize.min(200)] {
         *b ^= 0x5a;
     }
     let msg = import_fails("z.data", &m, &["offset 0x"]);
     let off = msg.split("offset 0x").nth(1).unwrap();
-    let off = usize::from_str_radix(off.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap(), 16).unwrap();
-    assert!(off >= zat && off <= zat + zsize, "{msg}: not in {zat:#x}..{:#x}", zat + zsize);
+    let off = usize::from_str_radix(
+        off.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap(),
+        16,
+    )
+    .unwrap();
+    assert!(
+        off >= zat && off <= zat + zsize,
+        "{msg}: not in {zat:#x}..{:#x}",
+        zat + zsize
+    );
 }
 
 /// Every error from a few hundred mutants of both perf.data samples names a byte offset.
@@ -551,7 +624,12 @@ fn machine_description_with_an_absurd_cpu() {
     )
     .unwrap();
     cli_fails(
-        &["import", &sample_arg("hackbench-tracefs.txt"), "--machine", m.to_str().unwrap()],
+        &[
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--machine",
+            m.to_str().unwrap(),
+        ],
         dir.path(),
         &["m.json", "CPU 4000000000", "8192"],
     );

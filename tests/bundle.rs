@@ -145,7 +145,11 @@ fn bundle_events(dir: &Path) -> Vec<trace::Event> {
 fn arrow_type(file: &Path, name: &str) -> arrow_schema::DataType {
     let f = std::fs::File::open(file).unwrap();
     let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
-    b.schema().field_with_name(name).unwrap().data_type().clone()
+    b.schema()
+        .field_with_name(name)
+        .unwrap()
+        .data_type()
+        .clone()
 }
 
 /// A notebook filters a bundle with polars and writes it back: sisreplay reads what
@@ -172,10 +176,19 @@ for name, frame in [
 print(kept.height)
 "#;
     let out = Command::new("python3")
-        .args(["-c", script, src.to_str().unwrap(), dir.path().to_str().unwrap()])
+        .args([
+            "-c",
+            script,
+            src.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ])
         .output()
         .expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let kept: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let all = bundle_events(&src);
     let want: Vec<&trace::Event> = all
@@ -196,7 +209,11 @@ print(kept.height)
     for d in [&plain, &cat] {
         let got = bundle_events(d);
         assert_eq!(got.len(), want.len(), "{}", d.display());
-        assert!(got.iter().zip(&want).all(|(a, b)| a == *b), "{}", d.display());
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| a == *b),
+            "{}",
+            d.display()
+        );
         // And the CLI replays it.
         let (code, _, err) = run_cli(&["replay", d.to_str().unwrap()]);
         assert_eq!(code, Some(0), "{err}");
@@ -224,24 +241,35 @@ fn large_view_and_dictionary_string_columns_are_read() {
     type Conv = fn(&ArrayRef) -> ArrayRef;
     let forms: [(&str, Conv); 4] = [
         ("large", |a| {
-            let s = a.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
             Arc::new(s.iter().collect::<arrow_array::LargeStringArray>())
         }),
         ("view", |a| {
-            let s = a.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
             Arc::new(s.iter().collect::<arrow_array::StringViewArray>())
         }),
         ("dict32", |a| {
-            let s = a.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
             Arc::new(
                 s.iter()
                     .collect::<arrow_array::DictionaryArray<arrow_array::types::UInt32Type>>(),
             )
         }),
         ("dict8-large", |a| {
-            let s = a.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
-            let d: arrow_array::DictionaryArray<arrow_array::types::Int16Type> =
-                s.iter().collect();
+            let s = a
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            let d: arrow_array::DictionaryArray<arrow_array::types::Int16Type> = s.iter().collect();
             let values = d
                 .values()
                 .as_any()
@@ -264,9 +292,10 @@ fn large_view_and_dictionary_string_columns_are_read() {
             .iter()
             .map(|f| match f.data_type() {
                 DataType::Utf8 => {
-                    let t = conv(&(Arc::new(arrow_array::StringArray::from(vec!["x"])) as ArrayRef))
-                        .data_type()
-                        .clone();
+                    let t =
+                        conv(&(Arc::new(arrow_array::StringArray::from(vec!["x"])) as ArrayRef))
+                            .data_type()
+                            .clone();
                     Field::new(f.name(), t, true)
                 }
                 _ => f.as_ref().clone(),
@@ -279,12 +308,23 @@ fn large_view_and_dictionary_string_columns_are_read() {
             let cols: Vec<ArrayRef> = b
                 .columns()
                 .iter()
-                .map(|c| if *c.data_type() == DataType::Utf8 { conv(c) } else { c.clone() })
+                .map(|c| {
+                    if *c.data_type() == DataType::Utf8 {
+                        conv(c)
+                    } else {
+                        c.clone()
+                    }
+                })
                 .collect();
-            w.write(&RecordBatch::try_new(schema.clone(), cols).unwrap()).unwrap();
+            w.write(&RecordBatch::try_new(schema.clone(), cols).unwrap())
+                .unwrap();
         }
         w.close().unwrap();
-        assert_ne!(arrow_type(&out.join("events.parquet"), "event"), DataType::Utf8, "{name}");
+        assert_ne!(
+            arrow_type(&out.join("events.parquet"), "event"),
+            DataType::Utf8,
+            "{name}"
+        );
         assert_eq!(bundle_events(&out), want, "{name}");
     }
     // Another type where a string belongs is still an error naming the column.
@@ -309,7 +349,8 @@ fn large_view_and_dictionary_string_columns_are_read() {
     let b = &batches[0];
     let mut cols = b.columns().to_vec();
     cols[2] = Arc::new(arrow_array::Int32Array::from(vec![0; b.num_rows()]));
-    w.write(&RecordBatch::try_new(schema, cols).unwrap()).unwrap();
+    w.write(&RecordBatch::try_new(schema, cols).unwrap())
+        .unwrap();
     w.close().unwrap();
     use sisreplay::trace::EventSource;
     let err = Bundle::open(&out)
@@ -317,6 +358,9 @@ fn large_view_and_dictionary_string_columns_are_read() {
         .next_event()
         .unwrap_err()
         .to_string();
-    assert!(err.contains("column event has type Int32, expected Utf8"), "{err}");
+    assert!(
+        err.contains("column event has type Int32, expected Utf8"),
+        "{err}"
+    );
     assert!(err.contains("row 0"), "{err}");
 }

@@ -307,7 +307,10 @@ fn capture_cli(args: &[&str], cwd: &Path) -> (Option<i32>, String) {
         .stdout(Stdio::null())
         .output()
         .unwrap();
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn dir_names(dir: &Path) -> Vec<String> {
@@ -359,7 +362,12 @@ fn processes_with(marker: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .filter(|c| c.contains(marker) && !c.contains("capture"))
@@ -379,13 +387,26 @@ fn workload_that_cannot_start_leaves_tracefs_as_found() {
             let before = tracefs_state();
             let dir = tempfile::tempdir().unwrap();
             let (code, err) = capture_cli(
-                &["--backend", backend, "--duration", "10s", "-o", "cap", "--", "/nonexistent/cmd"],
+                &[
+                    "--backend",
+                    backend,
+                    "--duration",
+                    "10s",
+                    "-o",
+                    "cap",
+                    "--",
+                    "/nonexistent/cmd",
+                ],
                 dir.path(),
             );
             assert_eq!(code, Some(2), "{backend}: {err}");
             assert!(err.contains("cannot start /nonexistent/cmd"), "{err}");
             assert_eq!(tracefs_state(), before, "{backend}: tracefs changed");
-            assert!(dir_names(dir.path()).is_empty(), "{:?}", dir_names(dir.path()));
+            assert!(
+                dir_names(dir.path()).is_empty(),
+                "{:?}",
+                dir_names(dir.path())
+            );
         }
     }
 }
@@ -403,7 +424,16 @@ fn killed_capture_is_cleaned_up_by_its_watchdog() {
         let marker = format!("7{}.5", std::process::id() % 100_000);
         let script = format!("sleep {marker} & sleep {marker}; wait");
         let mut child = Command::new(bin())
-            .args(["capture", "--backend", backend, "--duration", "60s", "-o", "cap", "--"])
+            .args([
+                "capture",
+                "--backend",
+                backend,
+                "--duration",
+                "60s",
+                "-o",
+                "cap",
+                "--",
+            ])
             .args(["sh", "-c", &script])
             .current_dir(dir.path())
             .stdout(Stdio::null())
@@ -424,8 +454,16 @@ fn killed_capture_is_cleaned_up_by_its_watchdog() {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert_eq!(tracefs_state(), before, "{backend}: tracefs not restored");
-        assert_eq!(processes_with(&marker), Vec::<String>::new(), "{backend}: orphans");
-        assert!(dir_names(dir.path()).is_empty(), "{:?}", dir_names(dir.path()));
+        assert_eq!(
+            processes_with(&marker),
+            Vec::<String>::new(),
+            "{backend}: orphans"
+        );
+        assert!(
+            dir_names(dir.path()).is_empty(),
+            "{:?}",
+            dir_names(dir.path())
+        );
     }
 }
 
@@ -455,10 +493,15 @@ fn leftovers_of_a_dead_capture_are_recovered_by_the_next() {
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains(&format!("removed tracefs instance {}", stale.display()))
-            && err.contains(&format!("capture process {dead}, which is no longer running")),
+            && err.contains(&format!(
+                "capture process {dead}, which is no longer running"
+            )),
         "{err}"
     );
-    assert!(err.contains(&format!("removed ./.spool-old-{dead}")), "{err}");
+    assert!(
+        err.contains(&format!("removed ./.spool-old-{dead}")),
+        "{err}"
+    );
     assert!(err.contains("warning"), "{err}");
     assert!(!stale.exists());
     assert_eq!(dir_names(dir.path()), vec!["cap".to_string()]);
@@ -474,17 +517,32 @@ fn a_failing_workload_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (code, err) = capture_cli(&["--duration", "10s", "-o", "a", "--", "false"], dir.path());
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("the workload `false` exited with status 1"), "{err}");
+    assert!(
+        err.contains("the workload `false` exited with status 1"),
+        "{err}"
+    );
     let meta = read_meta(&dir.path().join("a")).unwrap();
     assert_eq!(meta.capture.unwrap()["workload"]["exit_code"], 1);
     let (code, err) = capture_cli(
-        &["--duration", "10s", "-o", "b", "--", "sh", "-c", "kill -9 $$"],
+        &[
+            "--duration",
+            "10s",
+            "-o",
+            "b",
+            "--",
+            "sh",
+            "-c",
+            "kill -9 $$",
+        ],
         dir.path(),
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("was killed by signal 9"), "{err}");
     // Ended by the capture's own duration: not a failure.
-    let (code, err) = capture_cli(&["--duration", "1s", "-o", "c", "--", "sleep", "30"], dir.path());
+    let (code, err) = capture_cli(
+        &["--duration", "1s", "-o", "c", "--", "sleep", "30"],
+        dir.path(),
+    );
     assert_eq!(code, Some(0), "{err}");
 }
 
@@ -497,13 +555,26 @@ fn lost_events_count_the_kernels_overruns() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
-        .args(["capture", "--buffer-kb", "64", "--duration", "20s", "-o", "cap", "--"])
+        .args([
+            "capture",
+            "--buffer-kb",
+            "64",
+            "--duration",
+            "20s",
+            "-o",
+            "cap",
+            "--",
+        ])
         .args(["hackbench", "-g", "4", "-l", "3000"])
         .current_dir(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta = read_meta(&dir.path().join("cap")).unwrap();
     let cap = meta.capture.as_ref().unwrap();
     let mut kernel = 0;
@@ -514,7 +585,10 @@ fn lost_events_count_the_kernels_overruns() {
         assert_eq!(l, k.max(c["lost_records"].as_u64().unwrap()), "CPU {cpu}");
         kernel += k;
     }
-    assert!(kernel > 0, "no overrun with a 64 KB buffer: the test does not test");
+    assert!(
+        kernel > 0,
+        "no overrun with a 64 KB buffer: the test does not test"
+    );
     assert!(meta.lost_total() >= kernel);
     assert!(
         stdout.contains(&format!(", {} lost", meta.lost_total())),

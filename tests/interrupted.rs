@@ -47,7 +47,10 @@ fn entries(dir: &Path) -> Vec<String> {
 fn wait_for_tmp(traces: &Path) {
     let t = Instant::now();
     while !entries(traces).iter().any(|n| n.starts_with(".tmp-b-")) {
-        assert!(t.elapsed() < Duration::from_secs(20), "no temporary directory");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no temporary directory"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(200));
@@ -90,7 +93,12 @@ fn a_killed_imports_leftover_is_swept_by_the_next() {
     let me = format!(".tmp-other-{}", std::process::id());
     std::fs::create_dir(traces.join(&me)).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
-        .args(["import", &sample_arg("hackbench-tracefs.txt"), "--name", "c"])
+        .args([
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--name",
+            "c",
+        ])
         .current_dir(dir.path())
         .output()
         .unwrap();
@@ -111,10 +119,21 @@ fn import_syncs_before_the_rename() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("strace.log");
     let o = Command::new("strace")
-        .args(["-f", "-y", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o"])
+        .args([
+            "-f",
+            "-y",
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2",
+            "-o",
+        ])
         .arg(&log)
         .arg(env!("CARGO_BIN_EXE_sisreplay"))
-        .args(["import", &sample_arg("hackbench-tracefs.txt"), "--name", "b"])
+        .args([
+            "import",
+            &sample_arg("hackbench-tracefs.txt"),
+            "--name",
+            "b",
+        ])
         .current_dir(dir.path())
         .output()
         .expect("strace runs");
@@ -129,13 +148,29 @@ fn import_syncs_before_the_rename() {
     };
     let rename = at(&|l| l.contains("rename") && l.contains(".tmp-b-"), "rename");
     let sync = |l: &str| l.contains("fsync(") || l.contains("fdatasync(");
-    let parquet = at(&|l| sync(l) && l.contains("/events.parquet>"), "fsync of events.parquet");
-    let meta = at(&|l| sync(l) && l.contains("/meta.json>"), "fsync of meta.json");
+    let parquet = at(
+        &|l| sync(l) && l.contains("/events.parquet>"),
+        "fsync of events.parquet",
+    );
+    let meta = at(
+        &|l| sync(l) && l.contains("/meta.json>"),
+        "fsync of meta.json",
+    );
     let tmpdir = at(
-        &|l| sync(l) && l.contains(".tmp-b-") && l.contains(">)") && !l.contains(".tmp-b-/") && !l.contains(".parquet") && !l.contains(".json"),
+        &|l| {
+            sync(l)
+                && l.contains(".tmp-b-")
+                && l.contains(">)")
+                && !l.contains(".tmp-b-/")
+                && !l.contains(".parquet")
+                && !l.contains(".json")
+        },
         "fsync of the temporary directory",
     );
-    assert!(parquet < rename && meta < rename && tmpdir < rename, "{log}");
+    assert!(
+        parquet < rename && meta < rename && tmpdir < rename,
+        "{log}"
+    );
     let parent = lines[rename..]
         .iter()
         .any(|l| sync(l) && l.trim_end().ends_with("= 0") && l.contains("/traces>"));

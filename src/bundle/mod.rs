@@ -369,8 +369,20 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
     })?;
     // Per-CPU tables are sized by these: hold them to what a kernel can have.
     crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus").map_err(|w| berr(&p, w))?;
-    if let Some(c) = meta.topology.cpus.iter().find(|c| c.cpu >= crate::trace::MAX_CPUS) {
-        return Err(berr(&p, format!("topology lists CPU {}, beyond the {} CPUs a kernel can have", c.cpu, crate::trace::MAX_CPUS)));
+    if let Some(c) = meta
+        .topology
+        .cpus
+        .iter()
+        .find(|c| c.cpu >= crate::trace::MAX_CPUS)
+    {
+        return Err(berr(
+            &p,
+            format!(
+                "topology lists CPU {}, beyond the {} CPUs a kernel can have",
+                c.cpu,
+                crate::trace::MAX_CPUS
+            ),
+        ));
     }
     if meta.schema_version != SCHEMA_VERSION {
         return Err(berr(
@@ -420,7 +432,11 @@ impl EventSource for Bundle {
             TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(row), what)
         };
         let e = self.events.next_event().map_err(|m| {
-            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(self.events.row()), m)
+            TraceError::malformed(
+                self.dir.join(EVENTS_FILE),
+                Position::Row(self.events.row()),
+                m,
+            )
         })?;
         if let Some(e) = &e {
             if e.cpu >= self.meta.nr_cpus {

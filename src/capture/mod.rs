@@ -156,7 +156,10 @@ pub fn watchdog(pid: u32, spool: &Path) {
     }
     let mut did = Vec::new();
     for l in said.lines() {
-        if let Some(pgid) = l.strip_prefix("workload ").and_then(|p| p.parse::<i32>().ok()) {
+        if let Some(pgid) = l
+            .strip_prefix("workload ")
+            .and_then(|p| p.parse::<i32>().ok())
+        {
             if pgid > 1 && unsafe { libc::kill(-pgid, libc::SIGKILL) } == 0 {
                 did.push(format!("killed the workload (process group {pgid})"));
             }

@@ -131,7 +131,9 @@ impl Instance {
     /// Creates the instance with the given per-CPU buffer under a mounted tracefs.
     pub fn create(mount: &Mount, buffer_kb: u32) -> Result<Instance, CaptureError> {
         let root = &mount.root;
-        let dir = root.join("instances").join(instance_name(std::process::id()));
+        let dir = root
+            .join("instances")
+            .join(instance_name(std::process::id()));
         fs::create_dir(&dir).map_err(|e| io_err(&dir, e))?;
         let inst = Instance {
             root: root.clone(),
@@ -235,7 +237,13 @@ pub fn remove_leftovers_of(root: &Path, pid: u32) -> Vec<String> {
         if crate::stale::pid_suffix(name, '_') != Some(pid as i32) {
             continue;
         }
-        let _ = fs::write(root.join("events").join(PROBE_GROUP).join(name).join("enable"), "0");
+        let _ = fs::write(
+            root.join("events")
+                .join(PROBE_GROUP)
+                .join(name)
+                .join("enable"),
+            "0",
+        );
         let removed = (0..100).any(|_| {
             let ok = OpenOptions::new()
                 .append(true)

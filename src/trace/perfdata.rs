@@ -268,7 +268,11 @@ fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
         linux_perf_data::Error::InvalidPerfEventSize => (pos.saturating_sub(8), "record header"),
         _ => (pos, "reading stopped here"),
     };
-    TraceError::malformed(path, Position::Offset(at), format!("perf.data ({where_}): {e}"))
+    TraceError::malformed(
+        path,
+        Position::Offset(at),
+        format!("perf.data ({where_}): {e}"),
+    )
 }
 
 /// An error about one record: at its offset when it can be found in the file, otherwise
@@ -306,9 +310,8 @@ fn locate(path: &Path, data: (u64, u64), rtype: u32, body: &[u8]) -> Option<(u64
     let mut f = BufReader::new(File::open(path).ok()?);
     f.seek(SeekFrom::Start(data.0)).ok()?;
     let end = data.0.checked_add(data.1)?;
-    let is_it = |h: &[u8], b: &[u8]| {
-        u32::from_le_bytes(h[0..4].try_into().unwrap()) == rtype && b == body
-    };
+    let is_it =
+        |h: &[u8], b: &[u8]| u32::from_le_bytes(h[0..4].try_into().unwrap()) == rtype && b == body;
     let mut at = data.0;
     let mut zstd: Option<zstd::stream::raw::Decoder<'static>> = None;
     // Decompressed bytes not yet walked, the offset of their first byte in the whole
@@ -525,7 +528,9 @@ impl EventSource for PerfData {
                 Ok(_) => continue,
                 Err(e) => {
                     let what = format!("sample record: {e}");
-                    return Err(record_err(&self.path, self.data, &self.pos, rtype.0, &body, what));
+                    return Err(record_err(
+                        &self.path, self.data, &self.pos, rtype.0, &body, what,
+                    ));
                 }
             };
             let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu)
@@ -537,19 +542,25 @@ impl EventSource for PerfData {
                     "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
                     super::MAX_CPUS
                 );
-                return Err(record_err(&self.path, self.data, &self.pos, rtype.0, &body, what));
+                return Err(record_err(
+                    &self.path, self.data, &self.pos, rtype.0, &body, what,
+                ));
             }
             if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
                 let what =
                     format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
-                return Err(record_err(&self.path, self.data, &self.pos, rtype.0, &body, what));
+                return Err(record_err(
+                    &self.path, self.data, &self.pos, rtype.0, &body, what,
+                ));
             }
             let raw = raw.as_slice();
             let decoded = match self.decoder.decode(&raw) {
                 Ok(d) => d,
                 Err(e) => {
                     let what = format!("tracepoint payload of the sample: {}", e.0);
-                    return Err(record_err(&self.path, self.data, &self.pos, rtype.0, &body, what));
+                    return Err(record_err(
+                        &self.path, self.data, &self.pos, rtype.0, &body, what,
+                    ));
                 }
             };
             match decoded {
