@@ -635,3 +635,28 @@ fn machine_description_with_an_absurd_cpu() {
     );
     assert!(!dir.path().join("traces").exists());
 }
+
+/// A bundle whose events.parquet makes the Parquet reader (arrow-rs 60) panic, found by
+/// the `bundle` fuzz target: one line and exit 2, no panic.
+#[test]
+fn bundle_that_makes_the_parquet_reader_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bundle-parquet-panic.parquet"),
+        b.join("events.parquet"),
+    )
+    .unwrap();
+    let bs = b.to_str().unwrap();
+    for args in [vec!["info", bs], vec!["replay", bs]] {
+        cli_fails(
+            &args,
+            dir.path(),
+            &[
+                "events.parquet",
+                "row 0",
+                "Parquet reader failed on damaged data",
+            ],
+        );
+    }
+}

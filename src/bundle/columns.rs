@@ -318,6 +318,8 @@ pub struct EventReader {
     row: usize,
     /// Rows in the batches before the current one.
     base: u64,
+    /// Set when the Parquet reader panicked.
+    failed: Option<String>,
 }
 
 /// A string column as the writer makes it (Utf8), from the other string forms Arrow
@@ -369,6 +371,39 @@ fn conform(name: &str, want: &DataType, a: &ArrayRef) -> Result<ArrayRef, String
     })
 }
 
+thread_local! {
+    /// Set while the Parquet reader runs under [`contained`]: its panics are errors then,
+    /// and not printed.
+    static CONTAINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs the Parquet reader, turning a panic into an error. arrow-rs and parquet 60
+/// panic on some damaged files (an `offset + len out of bounds` assertion on a corrupt
+/// definition-level run, found by the `bundle` fuzz target: tests/fixtures) instead of
+/// returning an error; a damaged bundle must give one line and exit 2 like any bad input.
+fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CONTAINED.with(|c| c.get()) {
+                prev(info)
+            }
+        }));
+    });
+    CONTAINED.with(|c| c.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CONTAINED.with(|c| c.set(false));
+    r.map_err(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        format!("the Parquet reader failed on damaged data ({why})")
+    })
+}
+
 /// Column `i` of a batch laid out in schema() order, as its type.
 fn col<T: 'static>(columns: &[ArrayRef], i: usize) -> Result<&T, String> {
     columns[i]
@@ -410,15 +445,19 @@ const C_WAKE_FLAGS: usize = 27;
 impl EventReader {
     pub fn open(path: &Path) -> Result<EventReader, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let batches = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.with_batch_size(BATCH).build())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let batches = contained(|| {
+            ParquetRecordBatchReaderBuilder::try_new(file)
+                .and_then(|b| b.with_batch_size(BATCH).build())
+        })
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(EventReader {
             batches,
             columns: Vec::new(),
             rows: 0,
             row: 0,
             base: 0,
+            failed: None,
         })
     }
 
@@ -435,7 +474,14 @@ impl EventReader {
                 self.row += 1;
                 return Ok(Some(e));
             }
-            match self.batches.next() {
+            if let Some(e) = &self.failed {
+                return Err(e.clone());
+            }
+            let next = contained(|| self.batches.next()).inspect_err(|e| {
+                // A reader that panicked is in no state to go on.
+                self.failed = Some(e.clone());
+            })?;
+            match next {
                 None => return Ok(None),
                 Some(b) => {
                     let b = b.map_err(|e| e.to_string())?;
