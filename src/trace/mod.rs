@@ -2,6 +2,7 @@
 //! merged stream they all produce.
 
 pub mod bytes;
+pub mod causal;
 pub mod decode;
 pub mod error;
 pub mod event;
@@ -23,11 +24,20 @@ pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use std::io::Read;
 use std::path::Path;
 
+use causal::Ordered;
+
 /// Opens any supported input by looking at its first bytes: a bundle directory,
 /// trace.dat, perf.data, or one of the text forms.
 pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bundle::BundleError> {
     if crate::bundle::is_bundle(path) {
-        return Ok(Box::new(crate::bundle::Bundle::open(path)?));
+        let b = crate::bundle::Bundle::open(path)?;
+        // A bundle imported before equal timestamps were put in causal order gets that
+        // as it is read.
+        return Ok(if b.meta.ties.is_none() {
+            Box::new(Ordered::new(b))
+        } else {
+            Box::new(b)
+        });
     }
     if path.is_dir() {
         return Err(TraceError::Unsupported {
@@ -49,17 +59,19 @@ pub fn open(path: &Path) -> std::result::Result<Box<dyn EventSource>, crate::bun
         )
         .into());
     }
+    // Every reader merges per-CPU buffers by timestamp; equal timestamps are then put in
+    // causal order.
     if tracedat::MAGIC.starts_with(head) || head.starts_with(&tracedat::MAGIC[..3]) {
-        return Ok(Box::new(tracedat::TraceDat::open(path)?));
+        return Ok(Box::new(Ordered::new(tracedat::TraceDat::open(path)?)));
     }
     if perfdata::PERF_MAGIC.starts_with(&head[..n.min(8)]) {
-        return Ok(Box::new(perfdata::PerfData::open(path)?));
+        return Ok(Box::new(Ordered::new(perfdata::PerfData::open(path)?)));
     }
     if head
         .iter()
         .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
     {
-        return Ok(Box::new(text::TextTrace::open(path)?));
+        return Ok(Box::new(Ordered::new(text::TextTrace::open(path)?)));
     }
     Err(TraceError::malformed(
         path,
