@@ -532,7 +532,7 @@ pub fn replay(
             let queued = m
                 .tasks
                 .get(&pid)
-                .is_some_and(|t| t.on_rq || t.running_on.is_some());
+                .is_some_and(|t| t.on_rq() || t.running_on.is_some());
             let delayed = opts.delayed_dequeue_ns.is_some_and(|d| {
                 m.tasks
                     .get(&pid)

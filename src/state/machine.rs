@@ -1,6 +1,13 @@
 //! Per-CPU and per-task state rebuilt from the events, as select_task_rq_fair would see
-//! it: running task, nr_running, idle periods and avg_idle, pending IPI wakeups, PELT
-//! util and load, wakee flips and recent_used_cpu, IRQ nesting.
+//! it: running task, the runnable tasks of each runqueue, idle periods and avg_idle,
+//! pending IPI wakeups, PELT util and load, wakee flips and recent_used_cpu, IRQ nesting.
+//!
+//! Runqueue membership is kept as a set per CPU, not a count: a count drifts for good
+//! once an event is missed (a saturated CPU never idles, where a count could be reset),
+//! while a set heals at the task's next event. A task seen switched in (or woken) on one
+//! CPU while held in another's set is moved, and the repair counted; a CPU that switches
+//! to its idle task has nothing runnable, so whatever its set still holds is dropped and
+//! counted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
@@ -87,7 +94,9 @@ impl Topo {
 pub struct CpuState {
     /// The running task, 0 for idle.
     pub curr: i32,
-    pub nr_running: u32,
+    /// The runnable tasks of this runqueue, the running one included (pids, in the
+    /// order they arrived).
+    pub queued: Vec<i32>,
     /// Wakeups queued to this CPU by IPI and not yet activated (ttwu_pending).
     pub pending: u32,
     /// When the CPU last went idle, until a wakeup activates a task on it.
@@ -106,12 +115,31 @@ pub struct CpuState {
     pub rt_avg: Avg,
 }
 
+impl CpuState {
+    /// rq->nr_running.
+    pub fn nr_running(&self) -> u32 {
+        self.queued.len() as u32
+    }
+}
+
+/// Where the events contradicted the runqueue membership they had built, and how it
+/// was mended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Repairs {
+    /// A task switched in, woken or switched out on one CPU while held on another's
+    /// runqueue: moved to the CPU the event names.
+    pub moved: u64,
+    /// Tasks still held on a runqueue whose CPU switched to its idle task: dropped.
+    pub dropped_at_idle: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskState {
     pub comm: Comm,
     /// task_cpu(p), when known.
     pub cpu: Option<u32>,
-    pub on_rq: bool,
+    /// The CPU whose runqueue holds it while it is runnable (running or waiting).
+    pub rq: Option<u32>,
     /// The CPU it is running on.
     pub running_on: Option<u32>,
     pub recent_used_cpu: Option<u32>,
@@ -129,7 +157,7 @@ impl TaskState {
         TaskState {
             comm,
             cpu: None,
-            on_rq: false,
+            rq: None,
             running_on: None,
             recent_used_cpu: None,
             wakee_flips: 0,
@@ -139,6 +167,11 @@ impl TaskState {
             prio: 120,
             blocked_at: None,
         }
+    }
+
+    /// p->on_rq: runnable, on some runqueue.
+    pub fn on_rq(&self) -> bool {
+        self.rq.is_some()
     }
 
     /// A per-CPU kernel thread by name (kworker/N:M, ksoftirqd/N, migration/N, ...),
@@ -162,6 +195,8 @@ pub struct Machine {
     /// By pid. Looked up several times per event: a fast hasher with fixed keys (pids
     /// are not attacker-chosen, and a fixed hasher keeps any iteration order stable).
     pub tasks: HashMap<i32, TaskState, BuildHasherDefault<ahash::AHasher>>,
+    /// Runqueue membership mended so far.
+    pub repairs: Repairs,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -179,7 +214,7 @@ impl Machine {
     pub fn new(topo: Topo) -> Machine {
         let cpu = CpuState {
             curr: 0,
-            nr_running: 0,
+            queued: Vec::new(),
             pending: 0,
             idle_stamp: None,
             avg_idle: 2 * MIGRATION_COST_NS,
@@ -194,6 +229,7 @@ impl Machine {
             cpus: vec![cpu; topo.nr_cpus as usize],
             topo,
             tasks: HashMap::default(),
+            repairs: Repairs::default(),
         }
     }
 
@@ -212,7 +248,7 @@ impl Machine {
     pub fn is_idle(&self, cpu: u32) -> bool {
         self.cpus
             .get(cpu as usize)
-            .is_some_and(|c| c.curr == 0 && c.nr_running == 0 && c.pending == 0)
+            .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)
     }
 
     /// cpu_util_cfs: the CFS util of a CPU, capped at its capacity.
@@ -261,7 +297,7 @@ impl Machine {
     fn update_cpu_avg(&mut self, cpu: u32, now: u64) {
         let c = &mut self.cpus[cpu as usize];
         let running = c.curr != 0;
-        let runnable = c.nr_running as u64;
+        let runnable = c.queued.len() as u64;
         c.avg
             .update(now, runnable * NICE_0_WEIGHT, runnable, running, 1);
     }
@@ -272,9 +308,40 @@ impl Machine {
         }
         if let Some(t) = self.tasks.get_mut(&pid) {
             let running = t.running_on.is_some();
-            let on_rq = t.on_rq as u64;
+            let on_rq = t.rq.is_some() as u64;
             t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT);
         }
+    }
+
+    /// Puts a task on `cpu`'s runqueue; if another CPU's held it, takes it from there and
+    /// says so (true), for the caller to count as a repair or not.
+    fn enqueue(&mut self, pid: i32, cpu: u32) -> bool {
+        let Some(t) = self.tasks.get_mut(&pid) else {
+            return false;
+        };
+        match t.rq.replace(cpu) {
+            Some(c) if c == cpu => false,
+            Some(other) => {
+                if let Some(o) = self.cpus.get_mut(other as usize) {
+                    o.queued.retain(|&p| p != pid);
+                }
+                self.cpus[cpu as usize].queued.push(pid);
+                true
+            }
+            None => {
+                self.cpus[cpu as usize].queued.push(pid);
+                false
+            }
+        }
+    }
+
+    /// Takes a task off whatever runqueue holds it; returns that CPU.
+    fn dequeue(&mut self, pid: i32) -> Option<u32> {
+        let c = self.tasks.get_mut(&pid)?.rq.take()?;
+        if let Some(cs) = self.cpus.get_mut(c as usize) {
+            cs.queued.retain(|&p| p != pid);
+        }
+        Some(c)
     }
 
     /// Moves a task's PELT contribution between CPUs (detach / attach on migration).
@@ -341,35 +408,54 @@ impl Machine {
                 self.update_task_avg(*prev_pid, now);
                 self.update_task_avg(*next_pid, now);
                 let still_queued = *prev_state == 0 || prev_state & 0x100 != 0;
-                if *prev_pid != 0 {
+                let elsewhere = |m: &Machine| {
+                    m.tasks
+                        .get(prev_pid)
+                        .and_then(|t| t.running_on)
+                        .is_some_and(|r| r != c)
+                };
+                if *prev_pid != 0 && elsewhere(self) {
+                    // Already switched in on another CPU: this switch-out comes late (the
+                    // CPUs' clocks disagree), and its runqueue is that one's now.
+                    self.task(*prev_pid, *prev_comm, now);
+                } else if *prev_pid != 0 {
                     let t = self.task(*prev_pid, *prev_comm, now);
                     t.running_on = None;
                     t.cpu = Some(c);
-                    if !still_queued {
-                        t.blocked_at = Some(now);
-                    }
-                    if !still_queued && t.on_rq {
-                        t.on_rq = false;
-                        let cs = &mut self.cpus[c as usize];
-                        cs.nr_running = cs.nr_running.saturating_sub(1);
+                    if still_queued {
+                        // Preempted: it waits on this runqueue. Held on none, it ran here
+                        // unseen (the trace's start).
+                        if self.enqueue(*prev_pid, c) {
+                            self.repairs.moved += 1;
+                        }
+                    } else {
+                        self.tasks.get_mut(prev_pid).expect("made above").blocked_at = Some(now);
+                        if self.dequeue(*prev_pid).is_some_and(|h| h != c) {
+                            self.repairs.moved += 1;
+                        }
                     }
                 }
                 if *next_pid != 0 {
                     let t = self.task(*next_pid, *next_comm, now);
                     t.prio = *next_prio;
-                    let was_queued = t.on_rq;
-                    t.on_rq = true;
                     t.running_on = Some(c);
                     t.cpu = Some(c);
-                    if !was_queued {
-                        // Running without a wakeup we saw (trace start): it was queued here.
-                        self.cpus[c as usize].nr_running += 1;
+                    // Held on none: running without a wakeup we saw (the trace's start),
+                    // so it was queued here. Held elsewhere: moved, a repair.
+                    if self.enqueue(*next_pid, c) {
+                        self.repairs.moved += 1;
                     }
                 } else {
-                    let cs = &mut self.cpus[c as usize];
-                    cs.nr_running = 0;
+                    // Nothing is runnable on a CPU that picks its idle task.
+                    let stale = std::mem::take(&mut self.cpus[c as usize].queued);
+                    self.repairs.dropped_at_idle += stale.len() as u64;
+                    for p in stale {
+                        if let Some(t) = self.tasks.get_mut(&p) {
+                            t.rq = None;
+                        }
+                    }
                     // Newidle balance stamps the rq just before it idles.
-                    cs.idle_stamp = Some(now);
+                    self.cpus[c as usize].idle_stamp = Some(now);
                 }
                 self.cpus[c as usize].curr = *next_pid;
                 self.cpus[c as usize].curr_prio = *next_prio;
@@ -381,26 +467,31 @@ impl Machine {
                 self.update_cpu_avg(target, now);
                 self.update_task_avg(w.pid, now);
                 let new = matches!(e.kind, EventKind::WakeupNew(_));
-                let old_cpu = {
+                let (old_cpu, held) = {
                     let t = self.task(w.pid, w.comm, now);
                     let old = t.cpu;
-                    let already = t.on_rq;
-                    t.on_rq = true;
                     t.cpu = Some(target);
                     if new {
                         t.avg = Avg::starting_at(now);
                     }
-                    if already {
-                        // ttwu_runnable: still queued, nothing moves.
-                        return Change::None;
-                    }
-                    old
+                    (old, t.rq)
                 };
+                match held {
+                    // ttwu_runnable: still queued here, nothing moves.
+                    Some(h) if h == target => return Change::None,
+                    // Held on another CPU's runqueue, but woken onto this one: it had
+                    // left that one unseen. Woken here as any other.
+                    Some(_) => {
+                        self.dequeue(w.pid);
+                        self.repairs.moved += 1;
+                    }
+                    None => {}
+                }
                 if old_cpu != Some(target) {
                     self.move_avg(w.pid, old_cpu, target);
                 }
+                self.enqueue(w.pid, target);
                 let cs = &mut self.cpus[target as usize];
-                cs.nr_running += 1;
                 cs.pending = cs.pending.saturating_sub(1);
                 if let Some(stamp) = cs.idle_stamp.take() {
                     // update_avg(&rq->avg_idle, delta), capped at 2·max_idle_balance_cost.
@@ -436,13 +527,16 @@ impl Machine {
                 let queued = {
                     let t = self.task(*pid, *comm, now);
                     t.cpu = Some(dest);
-                    t.on_rq && t.running_on.is_none()
+                    t.rq.is_some() && t.running_on.is_none()
                 };
                 self.move_avg(*pid, Some(orig), dest);
                 if queued {
-                    let o = &mut self.cpus[orig as usize];
-                    o.nr_running = o.nr_running.saturating_sub(1);
-                    self.cpus[dest as usize].nr_running += 1;
+                    // A load-balance move of a waiting task: from orig, which should
+                    // have held it.
+                    if self.dequeue(*pid).is_some_and(|h| h != orig) {
+                        self.repairs.moved += 1;
+                    }
+                    self.enqueue(*pid, dest);
                 }
                 Change::None
             }
@@ -496,5 +590,76 @@ impl Machine {
             w.last_wakee = wakee;
             w.wakee_flips += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::select::{choose_target, Waking};
+    use crate::trace::event::build::{switch, wakeup, waking};
+
+    fn machine(cpus: u32) -> Machine {
+        Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
+    }
+
+    /// CPU 1 runs task 1 and never idles. Task 2 is woken onto CPU 1 and queued there;
+    /// load balance then moves it to CPU 2, but that sched_migrate_task is lost, and 2 is
+    /// seen switched in on CPU 2. The kernel's runqueues: CPU 1 holds 1, CPU 2 holds 2.
+    /// So when 1 wakes task 3 (prev CPU 3, busy) with WF_SYNC, wake_affine_idle sees
+    /// cpu_rq(this)->nr_running == 1 and takes the waker's CPU; a count that kept task 2
+    /// on CPU 1 (2 running) would have gone on to the load comparison.
+    #[test]
+    fn a_task_seen_on_another_cpu_than_it_is_held_on_moves() {
+        let mut m = machine(4);
+        for e in [
+            switch(0, 1, 0, 0, 1),
+            switch(1, 3, 0, 0, 4),
+            switch(2, 2, 2, 1, 0),
+            switch(3, 0, 3, 1, 0),
+            waking(10, 1, 1, 2, 2),
+            wakeup(11, 1, 1, 2, 1),
+        ] {
+            m.apply(&e);
+        }
+        assert_eq!(m.cpus[1].queued, vec![1, 2]);
+        m.apply(&switch(20, 2, 0, 0, 2));
+        assert_eq!(m.cpus[1].nr_running(), 1);
+        assert_eq!(m.cpus[2].queued, vec![2]);
+        assert_eq!(m.tasks[&2].rq, Some(2));
+        assert_eq!(m.repairs.moved, 1);
+        let t = choose_target(
+            &mut m,
+            &Waking {
+                now: 30,
+                waker_cpu: 1,
+                waker: 1,
+                wakee: 3,
+                prev: 3,
+                sync: true,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!((t.wakee.target, t.stage), (1, "wake_affine_idle"));
+    }
+
+    /// A CPU that switches to its idle task has an empty runqueue, whatever it was
+    /// thought to hold: a task queued there whose move was lost is dropped (and counted),
+    /// and the CPU is idle to the search.
+    #[test]
+    fn what_an_idling_cpu_still_holds_is_dropped() {
+        let mut m = machine(2);
+        for e in [
+            switch(0, 0, 0, 0, 1),
+            waking(5, 0, 1, 2, 0),
+            wakeup(6, 0, 1, 2, 0),
+            switch(10, 0, 1, 1, 0),
+        ] {
+            m.apply(&e);
+        }
+        assert!(m.is_idle(0));
+        assert_eq!(m.repairs.dropped_at_idle, 1);
+        assert!(!m.tasks[&2].on_rq());
     }
 }

@@ -515,58 +515,7 @@ impl CausalCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::event::{Comm, Wake};
-
-    fn switch(ts: u64, cpu: u32, prev: i32, prev_state: i64, next: i32) -> Event {
-        Event {
-            ts,
-            cpu,
-            common_pid: prev,
-            kind: EventKind::Switch {
-                prev_comm: Comm::from_bytes(b"t"),
-                prev_pid: prev,
-                prev_prio: 120,
-                prev_state,
-                next_comm: Comm::from_bytes(b"t"),
-                next_pid: next,
-                next_prio: 120,
-            },
-        }
-    }
-
-    fn migrate(ts: u64, cpu: u32, pid: i32, orig: i32, dest: i32) -> Event {
-        Event {
-            ts,
-            cpu,
-            common_pid: 0,
-            kind: EventKind::Migrate {
-                comm: Comm::from_bytes(b"t"),
-                pid,
-                prio: 120,
-                orig_cpu: orig,
-                dest_cpu: dest,
-            },
-        }
-    }
-
-    fn wake(ts: u64, cpu: u32, waker: i32, pid: i32, target: i32, waking: bool) -> Event {
-        let w = Wake {
-            comm: Comm::from_bytes(b"t"),
-            pid,
-            prio: 120,
-            target_cpu: target,
-        };
-        Event {
-            ts,
-            cpu,
-            common_pid: waker,
-            kind: if waking {
-                EventKind::Waking(w)
-            } else {
-                EventKind::Wakeup(w)
-            },
-        }
-    }
+    use crate::trace::event::build::{migrate, switch, waking};
 
     fn run(events: Vec<Event>) -> (Vec<Event>, TieStats) {
         let mut t = TieOrder::default();
@@ -632,7 +581,7 @@ mod tests {
         let events = vec![
             switch(10, 1, 0, 0, 20),
             switch(100, 0, 0, 0, 30),
-            wake(100, 0, 30, 20, 1, true),
+            waking(100, 0, 30, 20, 1),
             switch(100, 1, 20, 1, 0),
         ];
         let (out, stats) = run(events.clone());
@@ -654,7 +603,7 @@ mod tests {
         let events = vec![
             switch(10, 2, 5, 1, 0),
             // 5 is on CPU 2, asleep. CPU 0 wakes it, naming CPU 1...
-            wake(100, 0, 7, 5, 1, true),
+            waking(100, 0, 7, 5, 1),
             // ...where CPU 1's balance (affinity change) moved it at the same stamp.
             migrate(100, 1, 5, 2, 1),
         ];
