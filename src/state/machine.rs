@@ -15,7 +15,7 @@ use std::hash::BuildHasherDefault;
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind};
 
-use super::pelt::Avg;
+use super::pelt::{Avg, Removed};
 
 /// sysctl_sched_migration_cost: avg_idle starts at twice it, max_idle_balance_cost at it.
 const MIGRATION_COST_NS: u64 = 500_000;
@@ -105,6 +105,9 @@ pub struct CpuState {
     pub max_idle_balance_cost: u64,
     /// The root cfs_rq's PELT signal.
     pub avg: Avg,
+    /// Load that tasks took away by wakeup migration, still in `avg` until this CPU's
+    /// next update (cfs_rq->removed).
+    pub removed: Removed,
     /// Hard and soft IRQ nesting right now.
     pub irq_depth: u32,
     /// Priority of the running task (< 100: RT).
@@ -147,6 +150,9 @@ pub struct TaskState {
     pub wakee_flip_decay_ts: u64,
     pub last_wakee: i32,
     pub avg: Avg,
+    /// The CPU whose signal holds the task's contribution; None between a wakeup
+    /// migration's removal and the attach at its enqueue (se->avg.last_update_time == 0).
+    pub attached: Option<u32>,
     pub prio: i32,
     /// When it last blocked (switched out not runnable).
     pub blocked_at: Option<u64>,
@@ -164,6 +170,7 @@ impl TaskState {
             wakee_flip_decay_ts: now,
             last_wakee: 0,
             avg: Avg::starting_at(now),
+            attached: None,
             prio: 120,
             blocked_at: None,
         }
@@ -220,6 +227,7 @@ impl Machine {
             avg_idle: 2 * MIGRATION_COST_NS,
             max_idle_balance_cost: MIGRATION_COST_NS,
             avg: Avg::default(),
+            removed: Removed::default(),
             irq_depth: 0,
             curr_prio: 120,
             irq_avg: Avg::default(),
@@ -293,20 +301,24 @@ impl Machine {
         }
     }
 
-    /// Brings a CPU's PELT signal to `now` under its state since the last event.
+    /// Brings a CPU's PELT signal to `now` under its state since the last event, as
+    /// update_cfs_rq_load_avg does: the removed load comes off first.
     fn update_cpu_avg(&mut self, cpu: u32, now: u64) {
         let c = &mut self.cpus[cpu as usize];
+        c.avg.apply_removed(&mut c.removed);
         let running = c.curr != 0;
         let runnable = c.queued.len() as u64;
         c.avg
             .update(now, runnable * NICE_0_WEIGHT, runnable, running, 1);
     }
 
+    /// Brings an attached task's signal to `now` (__update_load_avg_se); a task between
+    /// a wakeup migration and its enqueue is not aged.
     fn update_task_avg(&mut self, pid: i32, now: u64) {
         if pid == 0 {
             return;
         }
-        if let Some(t) = self.tasks.get_mut(&pid) {
+        if let Some(t) = self.tasks.get_mut(&pid).filter(|t| t.attached.is_some()) {
             let running = t.running_on.is_some();
             let on_rq = t.rq.is_some() as u64;
             t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT);
@@ -344,25 +356,57 @@ impl Machine {
         Some(c)
     }
 
-    /// Moves a task's PELT contribution between CPUs (detach / attach on migration).
-    fn move_avg(&mut self, pid: i32, from: Option<u32>, to: u32) {
-        let Some(t) = self.tasks.get(&pid) else {
+    /// attach_entity_load_avg: the task's contribution joins `cpu`'s signal, brought up
+    /// to date first (the enqueue's update_load_avg). A task still attached elsewhere
+    /// (a move the events did not show) leaves that CPU at once.
+    fn attach(&mut self, pid: i32, cpu: u32, now: u64) {
+        let Some(held) = self.tasks.get(&pid).map(|t| t.attached) else {
             return;
         };
-        let (u, l) = (t.avg.util_sum, t.avg.load_sum * NICE_0_WEIGHT);
-        let (ua, la) = (t.avg.util_avg, t.avg.load_avg);
-        if let Some(f) = from.filter(|&f| (f as usize) < self.cpus.len()) {
-            let a = &mut self.cpus[f as usize].avg;
-            a.util_sum = a.util_sum.saturating_sub(u);
-            a.load_sum = a.load_sum.saturating_sub(l);
-            a.util_avg = a.util_avg.saturating_sub(ua);
-            a.load_avg = a.load_avg.saturating_sub(la);
+        match held {
+            Some(c) if c == cpu => return,
+            Some(other) => self.detach(pid, other),
+            None => {}
         }
-        let a = &mut self.cpus[to as usize].avg;
-        a.util_sum += u;
-        a.load_sum += l;
-        a.util_avg += ua;
-        a.load_avg += la;
+        self.update_cpu_avg(cpu, now);
+        let (Some(t), Some(c)) = (self.tasks.get_mut(&pid), self.cpus.get_mut(cpu as usize)) else {
+            return;
+        };
+        c.avg.attach(&mut t.avg, NICE_0_WEIGHT);
+        t.attached = Some(cpu);
+    }
+
+    /// detach_entity_load_avg: the task's contribution leaves `cpu`'s signal at once.
+    fn detach(&mut self, pid: i32, cpu: u32) {
+        let (Some(t), Some(c)) = (self.tasks.get_mut(&pid), self.cpus.get_mut(cpu as usize)) else {
+            return;
+        };
+        c.avg.detach(&t.avg, NICE_0_WEIGHT);
+        t.attached = None;
+    }
+
+    /// remove_entity_load_avg, for a task leaving a CPU it is not queued on (wakeup
+    /// migration): it is synced to that CPU's last update, not to now, and its averages
+    /// join the CPU's removed load, taken off at that CPU's next update; so until then
+    /// cpu_load still counts it. Then migrate_se_pelt_lag: if that CPU is idle (its clock
+    /// may be stale), the task is decayed on to now.
+    fn remove(&mut self, pid: i32, now: u64) {
+        let Some(t) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let Some(c) = t
+            .attached
+            .take()
+            .and_then(|c| self.cpus.get_mut(c as usize))
+        else {
+            return;
+        };
+        t.avg
+            .update(c.avg.last_update_ns, 0, 0, false, NICE_0_WEIGHT);
+        c.removed.add(&t.avg);
+        if c.curr == 0 {
+            t.avg.update(now, 0, 0, false, NICE_0_WEIGHT);
+        }
     }
 
     /// Applies one event.
@@ -434,6 +478,8 @@ impl Machine {
                             self.repairs.moved += 1;
                         }
                     }
+                    // Its load is on this CPU (first seen here, or moved unseen).
+                    self.attach(*prev_pid, c, now);
                 }
                 if *next_pid != 0 {
                     let t = self.task(*next_pid, *next_comm, now);
@@ -445,6 +491,7 @@ impl Machine {
                     if self.enqueue(*next_pid, c) {
                         self.repairs.moved += 1;
                     }
+                    self.attach(*next_pid, c, now);
                 } else {
                     // Nothing is runnable on a CPU that picks its idle task.
                     let stale = std::mem::take(&mut self.cpus[c as usize].queued);
@@ -465,20 +512,22 @@ impl Machine {
                 let target = w.target_cpu.max(0) as u32;
                 self.ensure_cpu(target);
                 self.update_cpu_avg(target, now);
-                self.update_task_avg(w.pid, now);
                 let new = matches!(e.kind, EventKind::WakeupNew(_));
-                let (old_cpu, held) = {
+                let (held, attached) = {
                     let t = self.task(w.pid, w.comm, now);
-                    let old = t.cpu;
                     t.cpu = Some(target);
                     if new {
                         t.avg = Avg::starting_at(now);
+                        t.attached = None;
                     }
-                    (old, t.rq)
+                    (t.rq, t.attached)
                 };
                 match held {
                     // ttwu_runnable: still queued here, nothing moves.
-                    Some(h) if h == target => return Change::None,
+                    Some(h) if h == target => {
+                        self.update_task_avg(w.pid, now);
+                        return Change::None;
+                    }
                     // Held on another CPU's runqueue, but woken onto this one: it had
                     // left that one unseen. Woken here as any other.
                     Some(_) => {
@@ -487,9 +536,16 @@ impl Machine {
                     }
                     None => {}
                 }
-                if old_cpu != Some(target) {
-                    self.move_avg(w.pid, old_cpu, target);
+                // enqueue_entity's update_load_avg(DO_ATTACH): a task still attached here
+                // is aged over its sleep; one that migrated (removed from its old CPU) is
+                // attached as it was synced there, without ageing.
+                match attached {
+                    Some(a) if a == target => self.update_task_avg(w.pid, now),
+                    // Moved without a sched_migrate_task: removed from there as at one.
+                    Some(_) => self.remove(w.pid, now),
+                    None => {}
                 }
+                self.attach(w.pid, target, now);
                 self.enqueue(w.pid, target);
                 let cs = &mut self.cpus[target as usize];
                 cs.pending = cs.pending.saturating_sub(1);
@@ -519,24 +575,31 @@ impl Machine {
                 );
                 self.ensure_cpu(dest);
                 self.ensure_cpu(orig);
-                self.update_cpu_avg(orig, now);
-                self.update_cpu_avg(dest, now);
-                // The task's own signal up to now first: what moves is its current load,
-                // as detach_entity_load_avg sees it after the sync.
-                self.update_task_avg(*pid, now);
-                let queued = {
+                let (queued, running) = {
                     let t = self.task(*pid, *comm, now);
                     t.cpu = Some(dest);
-                    t.rq.is_some() && t.running_on.is_none()
+                    (t.rq.is_some(), t.running_on.is_some())
                 };
-                self.move_avg(*pid, Some(orig), dest);
-                if queued {
-                    // A load-balance move of a waiting task: from orig, which should
-                    // have held it.
+                if queued && !running {
+                    // A load-balance move of a waiting task. The dequeue brings orig and
+                    // the task up to now and detaches it at once; the enqueue brings
+                    // dest up to now and attaches it, aligned to dest's window.
+                    self.update_cpu_avg(orig, now);
+                    self.update_task_avg(*pid, now);
+                    if let Some(a) = self.tasks.get(pid).and_then(|t| t.attached) {
+                        self.detach(*pid, a);
+                    }
                     if self.dequeue(*pid).is_some_and(|h| h != orig) {
                         self.repairs.moved += 1;
                     }
+                    self.update_cpu_avg(dest, now);
+                    self.attach(*pid, dest, now);
                     self.enqueue(*pid, dest);
+                } else if !running {
+                    // A wakeup migration (set_task_cpu between waking and wakeup):
+                    // migrate_task_rq_fair's remove_entity_load_avg. Neither CPU is
+                    // updated; the wakeup's enqueue attaches the task.
+                    self.remove(*pid, now);
                 }
                 Change::None
             }
@@ -597,7 +660,7 @@ impl Machine {
 mod tests {
     use super::*;
     use crate::replay::select::{choose_target, Waking};
-    use crate::trace::event::build::{switch, wakeup, waking};
+    use crate::trace::event::build::{migrate, switch, wakeup, waking};
 
     fn machine(cpus: u32) -> Machine {
         Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
@@ -661,5 +724,85 @@ mod tests {
         assert!(m.is_idle(0));
         assert_eq!(m.repairs.dropped_at_idle, 1);
         assert!(!m.tasks[&2].on_rq());
+    }
+
+    /// The case, small. Tasks 11..14 ran 10 ms each on CPU 0 and sleep there,
+    /// task 15 ran 0.2 ms; CPU 0 then runs task 10, CPU 1 runs a waker, 20, that wakes
+    /// 11..14 and pulls them to CPU 1 (set_task_cpu → migrate_task_rq_fair), then wakes
+    /// 15, whose prev is CPU 0.
+    ///
+    /// fair.c: remove_entity_load_avg syncs each to CPU 0's last_update_time and only
+    /// adds its load to cfs_rq->removed, which CPU 0 takes off at its own next
+    /// update_cfs_rq_load_avg; the enqueue on CPU 1 attaches it, window aligned to CPU
+    /// 1's. So wake_affine_weight still reads CPU 0's load with 11..14 in it:
+    /// this_eff = (Σ11..14 + L15)·100 against prev_eff = (Σ11..14 + L15 − L15)·108, and
+    /// with L15 small the waker's CPU is chosen. Taking the load off CPU 0 at once would
+    /// leave prev_eff near 0 and keep 15 on prev.
+    #[test]
+    fn load_pulled_off_prev_by_wakeup_migration_stays_until_prev_updates() {
+        const MS: u64 = 1_000_000;
+        let mut m = machine(2);
+        let mut t = 0;
+        for pid in [11, 12, 13, 14, 15] {
+            let run = if pid == 15 { MS / 5 } else { 10 * MS };
+            m.apply(&switch(t, 0, 0, 0, pid));
+            t += run;
+            m.apply(&switch(t, 0, pid, 1, 0));
+        }
+        m.apply(&switch(59 * MS, 0, 0, 0, 10));
+        m.apply(&switch(59 * MS + 500, 1, 0, 0, 20));
+        let load0 = m.cpu_load(0);
+        let lut0 = m.cpus[0].avg.last_update_ns;
+        // What each of 11..14 takes away: its load synced to CPU 0's last update.
+        let synced = |m: &Machine, pid: i32| {
+            let mut a = m.tasks[&pid].avg;
+            a.update(lut0, 0, 0, false, NICE_0_WEIGHT);
+            a.load_avg
+        };
+        let removed: u64 = [11, 12, 13, 14].iter().map(|&p| synced(&m, p)).sum();
+        let l15 = m.tasks[&15].avg.load_avg;
+        assert!(l15 * 100 < removed * 8, "{l15} vs {removed}");
+        let mut now = 60 * MS;
+        for pid in [11, 12, 13, 14] {
+            let a = synced(&m, pid);
+            m.apply(&waking(now, 1, 20, pid, 0));
+            m.apply(&migrate(now + 100, 1, pid, 0, 1));
+            m.apply(&wakeup(now + 200, 1, 20, pid, 1));
+            let t = &m.tasks[&pid];
+            // Attached to CPU 1 as synced on CPU 0, in CPU 1's window.
+            assert_eq!(t.attached, Some(1));
+            assert_eq!(t.avg.load_avg, a);
+            assert_eq!(t.avg.last_update_ns, m.cpus[1].avg.last_update_ns);
+            assert_eq!(t.avg.period_contrib, m.cpus[1].avg.period_contrib);
+            assert_eq!(t.avg.load_sum, a * m.cpus[1].avg.divider() / NICE_0_WEIGHT);
+            now += MS / 10;
+        }
+        // CPU 0 has not been updated: its load still holds them, and its removed load
+        // is theirs.
+        assert_eq!(m.cpu_load(0), load0);
+        assert_eq!(m.cpus[0].removed.load_avg, removed);
+        assert_eq!(m.cpus[0].removed.nr, 4);
+        let target = choose_target(
+            &mut m,
+            &Waking {
+                now,
+                waker_cpu: 1,
+                waker: 20,
+                wakee: 15,
+                prev: 0,
+                sync: false,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!(
+            (target.wakee.target, target.stage),
+            (1, "wake_affine_weight")
+        );
+        // CPU 0's next update (here at its last update's time, so nothing decays) takes
+        // exactly the removed load off.
+        m.refresh(0, lut0);
+        assert_eq!(m.cpu_load(0), load0 - removed);
+        assert_eq!(m.cpus[0].removed, Removed::default());
     }
 }
