@@ -20,7 +20,9 @@ use serde::Serialize;
 use crate::bundle::Meta;
 use crate::metrics::calibration::{Fit, Samples};
 use crate::metrics::observed::Observed;
-use crate::metrics::{Derived, Distance, Fidelity, Placements, PolicyMetrics, Window};
+use crate::metrics::{
+    Decision, Derived, Distance, Fidelity, Placements, PolicyMetrics, StateRepairs, Window,
+};
 use crate::policy::sis::{select_idle_sibling, TimeModel};
 use crate::policy::{self, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
@@ -659,18 +661,21 @@ pub fn replay(
                             ) {
                                 fit.add(d.probed, ns);
                             }
-                            let rec_cross = !topo.share_cache(out.chosen, prev);
+                            let (path, stage, predicted, recorded) =
+                                (d.path, affine_stage, d.cpu, out.chosen);
                             f.note(
-                                d.path,
-                                d.cpu == out.chosen,
-                                ipi,
-                                topo.share_cache(d.cpu, out.chosen),
-                                rec_cross,
-                                cross_llc,
+                                &Decision {
+                                    now_ns: now,
+                                    path,
+                                    stage,
+                                    prev,
+                                    waker_cpu,
+                                    predicted,
+                                    recorded,
+                                    ipi,
+                                },
+                                topo,
                             );
-                            let e = f.by_affine.entry(affine_stage.to_string()).or_default();
-                            e.0 += 1;
-                            e.1 += (d.cpu == out.chosen) as u64;
                         }
                         if let Some(wr) = opts.decisions.as_mut() {
                             writeln!(
@@ -748,7 +753,14 @@ pub fn replay(
         std::mem::take(&mut result.observed.windows),
         opts.windows.max(1) as usize,
     );
+    let repairs = StateRepairs {
+        ties: src.stats().ties,
+        runqueues: m.repairs,
+    };
     for mut r in running {
+        if let Some(f) = r.metrics.fidelity.as_mut() {
+            f.finish(repairs);
+        }
         r.metrics.derived = Derived::of(&r.metrics.counters);
         r.metrics.windows = regroup(
             std::mem::take(&mut r.metrics.windows),
