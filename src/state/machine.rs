@@ -611,8 +611,22 @@ impl Machine {
             } => {
                 // wake_up_new_task starts recent_used_cpu at the parent's CPU.
                 let parent_cpu = self.tasks.get(parent_pid).and_then(|t| t.cpu).unwrap_or(c);
+                // dup_task_struct copies the parent, and __sched_fork resets none of
+                // wakee_flips, wakee_flip_decay_ts and last_wakee: the child starts with
+                // the parent's. They only change in record_wakee, when the child wakes
+                // someone, so a child that seldom does keeps them (and wake_wide sees
+                // them) for its whole life.
+                let inherited = self
+                    .tasks
+                    .get(parent_pid)
+                    .map(|p| (p.wakee_flips, p.wakee_flip_decay_ts, p.last_wakee));
                 let t = self.task(*child_pid, *child_comm, now);
                 t.recent_used_cpu = Some(parent_cpu);
+                if let Some((flips, decay_ts, last_wakee)) = inherited {
+                    t.wakee_flips = flips;
+                    t.wakee_flip_decay_ts = decay_ts;
+                    t.last_wakee = last_wakee;
+                }
                 Change::None
             }
             EventKind::Exit { pid, .. } => {
@@ -661,6 +675,7 @@ mod tests {
     use super::*;
     use crate::replay::select::{choose_target, Waking};
     use crate::trace::event::build::{migrate, switch, wakeup, waking};
+    use crate::trace::Comm;
 
     fn machine(cpus: u32) -> Machine {
         Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
@@ -804,5 +819,60 @@ mod tests {
         m.refresh(0, lut0);
         assert_eq!(m.cpu_load(0), load0 - removed);
         assert_eq!(m.cpus[0].removed, Removed::default());
+    }
+
+    /// record_wakee runs only on the waker, and fork copies the parent's wakee_flips
+    /// (__sched_fork does not reset them). Task 1 wakes five different tasks (flips 5),
+    /// then forks 10, which never wakes anyone. Task 2, with 20 flips of its own, wakes
+    /// 10: wake_wide with an LLC of 4 sees slave 5 ≥ 4 and master 20 ≥ 5·4, so it is
+    /// wide and the target stays prev. A child starting at 0 flips would be affine.
+    #[test]
+    fn a_forked_child_inherits_its_parents_wakee_flips() {
+        let mut m = machine(4);
+        for e in [switch(0, 0, 0, 0, 1), switch(0, 1, 0, 0, 2)] {
+            m.apply(&e);
+        }
+        for (i, pid) in (100..105).enumerate() {
+            m.record_wakee(1, pid, 10 + i as u64);
+        }
+        for (i, pid) in (200..220).enumerate() {
+            m.record_wakee(2, pid, 10 + i as u64);
+        }
+        let fork = Event {
+            ts: 50,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Fork {
+                parent_comm: Comm::from_bytes(b"p"),
+                parent_pid: 1,
+                child_comm: Comm::from_bytes(b"c"),
+                child_pid: 10,
+            },
+        };
+        m.apply(&fork);
+        assert_eq!(m.tasks[&10].wakee_flips, 5);
+        assert_eq!(m.tasks[&10].last_wakee, 104);
+        // 10 runs on CPU 2 and sleeps there; CPU 2 stays busy.
+        for e in [
+            switch(60, 2, 0, 0, 10),
+            switch(70, 2, 10, 1, 3),
+            waking(100, 1, 2, 10, 2),
+        ] {
+            m.apply(&e);
+        }
+        let t = choose_target(
+            &mut m,
+            &Waking {
+                now: 100,
+                waker_cpu: 1,
+                waker: 2,
+                wakee: 10,
+                prev: 2,
+                sync: true,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!((t.wakee.target, t.stage), (2, "wake_wide"));
     }
 }
