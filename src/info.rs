@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 
 use crate::bundle::{losses, CpuLoss, Tally};
+use crate::trace::causal::{CausalCheck, TieStats};
 use crate::trace::{EventKind, EventSource, Result};
 
 #[derive(Debug, Serialize)]
@@ -36,6 +37,14 @@ pub struct Summary {
     pub lost: BTreeMap<u32, CpuLoss>,
     /// Per CPU: switches that do not continue the previous one (see bundle::Meta).
     pub switch_gaps: BTreeMap<u32, u64>,
+    /// What putting equal-timestamp groups in causal order did when the trace was read
+    /// (or imported, for a bundle); None where it was not done.
+    pub ties: Option<TieStats>,
+    /// Events, as read, that break the order the kernel gives a task's own events
+    /// (switch-out → migrate → wakeup → switch-in; a waking names the task's CPU).
+    pub causal_disorder: u64,
+    /// Groups of events sharing one timestamp on more than one CPU, as read.
+    pub tie_groups: u64,
     pub unknown_events: BTreeMap<String, u64>,
     pub top_tasks: Vec<TaskRuntime>,
 }
@@ -48,6 +57,7 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
     // Tasks between sched_waking and sched_wakeup.
     let mut waking: HashSet<i32> = HashSet::new();
     let (mut wakeups, mut wmig, mut omig) = (0u64, 0u64, 0u64);
+    let mut causal = CausalCheck::default();
     let mut batch = Vec::with_capacity(1 << 14);
     loop {
         batch.clear();
@@ -56,6 +66,7 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
         }
         for e in &batch {
             tally.add(e);
+            causal.add(e);
             match &e.kind {
                 EventKind::Switch {
                     prev_pid, next_pid, ..
@@ -134,6 +145,9 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
         other_migrations: omig,
         lost: losses(&stats),
         switch_gaps: tally.switch_gaps.clone(),
+        ties: stats.ties,
+        causal_disorder: causal.inconsistent,
+        tie_groups: causal.tie_groups,
         unknown_events: stats.unknown,
         top_tasks: tasks,
     })
@@ -193,6 +207,28 @@ impl Summary {
                 gaps.join(", ")
             );
         }
+        match &self.ties {
+            Some(t) => {
+                let _ = writeln!(
+                    o,
+                    "ties       {} same-stamp groups across CPUs: {} re-ordered, {} events \
+                     left",
+                    t.groups, t.reordered, t.inconsistent_left
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "ties       {} same-stamp groups across CPUs (not re-ordered: older import)",
+                    self.tie_groups
+                );
+            }
+        }
+        let _ = writeln!(
+            o,
+            "order      {} events out of their task's causal order",
+            self.causal_disorder
+        );
         if !self.unknown_events.is_empty() {
             let n: u64 = self.unknown_events.values().sum();
             let _ = writeln!(

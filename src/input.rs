@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::bundle::{self, Bundle, BundleError, Meta};
+use crate::trace::causal::Ordered;
 use crate::trace::{self, EventSource};
 
 /// An opened input: its events, and its metadata when it is a bundle.
@@ -18,10 +19,14 @@ pub fn open(path: &Path) -> Result<Input, BundleError> {
     if bundle::is_bundle(path) {
         let b = Bundle::open(path)?;
         let meta = Some(b.meta.clone());
-        return Ok(Input {
-            source: Box::new(b),
-            meta,
-        });
+        // A bundle imported before equal timestamps were put in causal order gets that
+        // as it is read.
+        let source: Box<dyn EventSource> = if b.meta.ties.is_none() {
+            Box::new(Ordered::new(b))
+        } else {
+            Box::new(b)
+        };
+        return Ok(Input { source, meta });
     }
     Ok(Input {
         source: trace::open(path)?,

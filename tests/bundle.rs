@@ -439,3 +439,52 @@ fn schema_1_metadata_is_read_as_typed_provenance() {
         serde_json::to_value(&meta2).unwrap()
     );
 }
+
+/// A `global`-clock tie as tracefs prints it: at one stamp, CPU 0 pulls task 10 and
+/// switches it in while CPU 1 switches it out, merged lower CPU first. Import puts the
+/// group in causal order (the switch-out first, CPU 0's own order kept), meta.json
+/// records it, and `info` shows it for the file and for the bundle.
+#[test]
+fn equal_timestamps_are_imported_in_causal_order() {
+    let text = "\
+# tracer: nop
+#
+            bash-10      [001] d..2.   100.000050: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=10 next_prio=120
+            bash-12      [000] d..2.   100.000060: sched_switch: prev_comm=t prev_pid=12 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+          <idle>-0       [000] d..2.   100.000100: sched_migrate_task: comm=t pid=10 prio=120 orig_cpu=1 dest_cpu=0
+          <idle>-0       [000] d..2.   100.000100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=t next_pid=10 next_prio=120
+               t-10      [001] d..2.   100.000100: sched_switch: prev_comm=t prev_pid=10 prev_prio=120 prev_state=R+ ==> next_comm=t next_pid=11 next_prio=120
+               t-11      [001] d..2.   100.000200: sched_switch: prev_comm=t prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120
+";
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("tie.txt");
+    std::fs::write(&src, text).unwrap();
+    let (dest, meta) = import(&src, dir.path());
+    let ties = meta.ties.expect("recorded at import");
+    assert_eq!(
+        (ties.groups, ties.reordered, ties.inconsistent_left),
+        (1, 1, 0)
+    );
+    let events = read_all(&mut Bundle::open(&dest).unwrap());
+    let order: Vec<(u64, u32)> = events.iter().map(|e| (e.ts / 1000, e.cpu)).collect();
+    assert_eq!(
+        order,
+        vec![
+            (100_000_050, 1),
+            (100_000_060, 0),
+            (100_000_100, 1),
+            (100_000_100, 0),
+            (100_000_100, 0),
+            (100_000_200, 1)
+        ]
+    );
+    for input in [src.to_str().unwrap(), dest.to_str().unwrap()] {
+        let (code, out, err) = run_cli(&["info", input]);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            out.contains("ties       1 same-stamp groups across CPUs: 1 re-ordered, 0 events left"),
+            "{out}"
+        );
+        assert!(out.contains("order      0 events out of"), "{out}");
+    }
+}

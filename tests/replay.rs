@@ -1,5 +1,7 @@
 //! Decision replay on traces built for a purpose and on the committed real ones.
 
+mod common;
+
 use std::path::Path;
 
 use sisreplay::replay::{replay, ReplayOptions};
@@ -415,4 +417,32 @@ fn an_alias_of_the_kernels_policy_is_not_replayed_twice() {
 
 fn sisreplay_sample(name: &str) -> String {
     format!("{}/traces/samples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `fidelity` prints, per trace, the baselines beside the model, agreement by tenth of
+/// the trace and the state repairs; `--json` has them too, and the tenths and baselines
+/// add up to the decisions.
+#[test]
+fn fidelity_shows_baselines_tenths_and_repairs() {
+    let (code, out, err) = common::run_cli(&["fidelity", "traces/host/hackbench-g4-l2000"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("    baselines: always prev "), "{out}");
+    assert!(out.contains("    by tenth: "), "{out}");
+    assert!(
+        out.contains("    state repairs: 23 same-stamp groups"),
+        "{out}"
+    );
+    let (code, json, err) =
+        common::run_cli(&["fidelity", "traces/host/hackbench-g4-l2000", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let f = &v[0]["fidelity"];
+    let tenths = f["by_decile"].as_array().unwrap();
+    assert_eq!(tenths.len(), 10);
+    let sum = |i: usize| tenths.iter().map(|d| d[i].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum(0), f["decisions"].as_u64().unwrap());
+    assert_eq!(sum(1), f["agree"].as_u64().unwrap());
+    assert!(f["always_prev"].as_u64().unwrap() <= f["decisions"].as_u64().unwrap());
+    assert_eq!(f["repairs"]["ties"]["groups"], 23);
+    assert!(f["repairs"]["runqueues"]["moved"].is_u64());
 }

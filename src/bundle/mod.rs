@@ -66,6 +66,10 @@ pub struct Meta {
     /// at each one.
     #[serde(default)]
     pub switch_gaps: BTreeMap<u32, u64>,
+    /// What putting equal-timestamp groups of different CPUs in causal order did at
+    /// import (trace::causal); absent from bundles written before it was done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ties: Option<crate::trace::causal::TieStats>,
     /// pid → the last comm seen for it.
     pub tasks: BTreeMap<i32, String>,
     /// Source facts worth keeping (tool versions, per-CPU buffer stats, uname).
@@ -336,6 +340,7 @@ fn build_meta(
         unknown_events: stats.unknown.clone(),
         lost: losses(stats),
         switch_gaps,
+        ties: stats.ties,
         tasks,
         extra: info.extra.clone(),
         provenance: std::mem::take(&mut opts.provenance),
@@ -494,6 +499,7 @@ impl EventSource for Bundle {
                 .flat_map(|l| l.windows.clone())
                 .collect(),
             unknown: self.meta.unknown_events.clone(),
+            ties: self.meta.ties,
         }
     }
 }

@@ -699,7 +699,8 @@ fn record(
     if tty {
         eprint!("\r{:70}\r", "");
     }
-    let mut spool = Spool {
+    // Equal timestamps of different CPUs are put in causal order as the spool is read.
+    let mut spool = crate::trace::causal::Ordered::new(Spool {
         info: SourceInfo {
             format: format!(
                 "{} capture",
@@ -716,7 +717,7 @@ fn record(
         },
         merge: Merge::new(stopped.streams),
         per_cpu: BTreeMap::new(),
-    };
+    });
     let mut record = CaptureRecord {
         command_line: opts.argv.clone(),
         backend: opts.backend,
@@ -756,7 +757,7 @@ fn record(
             |(&cpu, &(spooled, kernel_events, overrun, dropped))| CpuOutcome {
                 cpu,
                 spooled,
-                events: spool.per_cpu.get(&cpu).copied().unwrap_or(0),
+                events: spool.inner().per_cpu.get(&cpu).copied().unwrap_or(0),
                 kernel_events,
                 overrun,
                 dropped,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::state::Topo;
-use crate::wakeup::sis::{Decision, Path, SisCounters};
+use crate::wakeup::sis::{self, Path, SisCounters};
 use windows::Slot;
 
 /// The percentages derived from SIS counters, in Chen Yu's schedstat_parse.py and in
@@ -155,6 +155,37 @@ impl Placements {
     }
 }
 
+/// One replayed wakeup as the fidelity accounting sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Decision {
+    pub now_ns: u64,
+    /// The path the model's search took.
+    pub path: Path,
+    /// The step of select_task_rq_fair that chose the target (wake_wide,
+    /// wake_affine_idle, wake_affine_weight, waker is prev).
+    pub stage: &'static str,
+    pub prev: u32,
+    pub waker_cpu: u32,
+    /// The CPU the model chose, and the one the kernel chose.
+    pub predicted: u32,
+    pub recorded: u32,
+    /// Activated through the IPI wakelist (recorded on the target later).
+    pub ipi: bool,
+}
+
+/// What the machine state needed mending while the trace was replayed.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StateRepairs {
+    /// Equal-timestamp groups put in causal order (None: the source was not).
+    pub ties: Option<crate::trace::causal::TieStats>,
+    /// Runqueue membership the events contradicted, and how it was mended.
+    pub runqueues: crate::state::machine::Repairs,
+}
+
+/// Fine time buckets of (decisions, agreeing), doubled in length whenever there would
+/// be more than this many: the trace's length need not be known in advance.
+const MAX_BUCKETS: usize = 4096;
+
 /// Agreement of a policy with the kernel's recorded choices.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Fidelity {
@@ -170,33 +201,88 @@ pub struct Fidelity {
     pub same_llc_agree: u64,
     pub recorded_cross_llc: u64,
     pub predicted_cross_llc: u64,
+    /// The baselines on the same wakeups: how often the kernel chose prev, and how
+    /// often the waker's CPU.
+    pub always_prev: u64,
+    pub always_waker: u64,
+    /// (decisions, agreeing) in each tenth of the time from the first replayed wakeup
+    /// to the last: a state that drifts shows as falling agreement.
+    pub by_decile: Vec<(u64, u64)>,
+    pub repairs: StateRepairs,
+    #[serde(skip)]
+    buckets: Vec<(u64, u64)>,
+    #[serde(skip)]
+    bucket_ns: u64,
+    #[serde(skip)]
+    span: Option<(u64, u64)>,
 }
 
 impl Fidelity {
     pub fn agreement_pct(&self) -> f64 {
         pct(self.agree as f64, self.decisions as f64)
     }
-    pub fn note(
-        &mut self,
-        path: Path,
-        agree: bool,
-        ipi: bool,
-        same_llc: bool,
-        rec_cross: bool,
-        pred_cross: bool,
-    ) {
+
+    /// Counts one replayed wakeup.
+    pub fn note(&mut self, d: &Decision, topo: &crate::state::Topo) {
+        let agree = d.predicted == d.recorded;
         self.decisions += 1;
         self.agree += agree as u64;
-        let e = self.by_path.entry(path.name().to_string()).or_default();
+        let e = self.by_path.entry(d.path.name().to_string()).or_default();
         e.0 += 1;
         e.1 += agree as u64;
-        if ipi {
+        let e = self.by_affine.entry(d.stage.to_string()).or_default();
+        e.0 += 1;
+        e.1 += agree as u64;
+        if d.ipi {
             self.ipi.0 += 1;
             self.ipi.1 += agree as u64;
         }
-        self.same_llc_agree += same_llc as u64;
-        self.recorded_cross_llc += rec_cross as u64;
-        self.predicted_cross_llc += pred_cross as u64;
+        self.same_llc_agree += topo.share_cache(d.predicted, d.recorded) as u64;
+        self.recorded_cross_llc += !topo.share_cache(d.recorded, d.prev) as u64;
+        self.predicted_cross_llc += !topo.share_cache(d.predicted, d.prev) as u64;
+        self.always_prev += (d.recorded == d.prev) as u64;
+        self.always_waker += (d.recorded == d.waker_cpu) as u64;
+        self.note_time(d.now_ns, agree);
+    }
+
+    fn note_time(&mut self, now: u64, agree: bool) {
+        let (t0, _) = *self.span.get_or_insert((now, now));
+        self.span = Some((t0, now.max(t0)));
+        if self.bucket_ns == 0 {
+            self.bucket_ns = 1_000_000;
+        }
+        let mut i = (now.saturating_sub(t0) / self.bucket_ns) as usize;
+        while i >= MAX_BUCKETS {
+            self.buckets = self
+                .buckets
+                .chunks(2)
+                .map(|c| c.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
+                .collect();
+            self.bucket_ns *= 2;
+            i = (now.saturating_sub(t0) / self.bucket_ns) as usize;
+        }
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, (0, 0));
+        }
+        self.buckets[i].0 += 1;
+        self.buckets[i].1 += agree as u64;
+    }
+
+    /// Closes the accounting: agreement by tenth of the time, and what the state needed.
+    pub fn finish(&mut self, repairs: StateRepairs) {
+        self.repairs = repairs;
+        self.by_decile = vec![(0, 0); 10];
+        let Some((t0, t1)) = self.span else {
+            return;
+        };
+        let span = (t1 - t0).max(1) as u128;
+        for (i, b) in self.buckets.iter().enumerate() {
+            // A bucket goes to the tenth its middle falls in.
+            let mid = (i as u128 * 2 + 1) * self.bucket_ns as u128 / 2;
+            let k = ((mid * 10 / span) as usize).min(9);
+            self.by_decile[k].0 += b.0;
+            self.by_decile[k].1 += b.1;
+        }
     }
 }
 
@@ -306,7 +392,7 @@ pub struct Effects {
 
 impl PolicyMetrics {
     /// Counts one decision of this policy for a replayed wakeup.
-    pub fn record(&mut self, w: &Replayed, d: &Decision, topo: &Topo, fx: Effects) {
+    pub fn record(&mut self, w: &Replayed, d: &sis::Decision, topo: &Topo, fx: Effects) {
         self.counters.add(&d.counters);
         *self.paths.entry(d.path.name().to_string()).or_default() += 1;
         let p = d.probed as usize;
@@ -334,18 +420,19 @@ impl PolicyMetrics {
         wd.wakeups += 1;
         wd.moved += (d.cpu != w.prev) as u64;
         if let Some(f) = self.fidelity.as_mut() {
-            let agree = d.cpu == w.recorded_cpu;
             f.note(
-                d.path,
-                agree,
-                w.ipi,
-                topo.share_cache(d.cpu, w.recorded_cpu),
-                !topo.share_cache(w.recorded_cpu, w.prev),
-                cross_llc,
+                &Decision {
+                    now_ns: w.now,
+                    path: d.path,
+                    stage: w.affine_stage,
+                    prev: w.prev,
+                    waker_cpu: w.waker_cpu,
+                    predicted: d.cpu,
+                    recorded: w.recorded_cpu,
+                    ipi: w.ipi,
+                },
+                topo,
             );
-            let e = f.by_affine.entry(w.affine_stage.to_string()).or_default();
-            e.0 += 1;
-            e.1 += agree as u64;
         }
     }
 
@@ -381,6 +468,40 @@ mod tests {
         assert!((d.mm_domain_eff - 40.0 / 2.4).abs() < 1e-9);
         assert!((d.mm_recent_success - 75.0).abs() < 1e-9);
         assert_eq!(Derived::of(&SisCounters::default()).mm_search_eff, 100.0);
+    }
+
+    #[test]
+    fn agreement_by_tenth_and_baselines() {
+        let topo = crate::state::Topo::new(&crate::topology::Topology::flat(4), 4);
+        let mut f = Fidelity::default();
+        // A wakeup every ms for 100 ms: the model agrees for the first 50 only; the
+        // kernel keeps every wakee on prev (CPU 1), woken from CPU 0.
+        for i in 0..=100u64 {
+            let d = Decision {
+                now_ns: i * 1_000_000,
+                path: Path::Target,
+                stage: "wake_affine_weight",
+                prev: 1,
+                waker_cpu: 0,
+                predicted: if i < 50 { 1 } else { 0 },
+                recorded: 1,
+                ipi: false,
+            };
+            f.note(&d, &topo);
+        }
+        f.finish(StateRepairs::default());
+        assert_eq!((f.decisions, f.agree), (101, 50));
+        assert_eq!((f.always_prev, f.always_waker), (101, 0));
+        // Tenths of 10 ms; the last holds the wakeup at 100 ms too.
+        let want: Vec<(u64, u64)> = (0..10)
+            .map(|k| match k {
+                0..5 => (10, 10),
+                9 => (11, 0),
+                _ => (10, 0),
+            })
+            .collect();
+        assert_eq!(f.by_decile, want);
+        assert_eq!(f.by_affine["wake_affine_weight"], (101, 50));
     }
 
     #[test]

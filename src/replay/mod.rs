@@ -298,7 +298,7 @@ pub fn replay(
         }
         replayer.push(batch.drain(..))?;
     }
-    let mut result = replayer.finish()?;
+    let mut result = replayer.finish(src.stats().ties)?;
     if let Some(x) = explainer {
         result.explained = x.explained;
     }

@@ -12,10 +12,11 @@ use crate::abi::WF_SYNC;
 use crate::metrics::calibration::Samples;
 use crate::metrics::observed::Observed;
 use crate::metrics::windows::{self, Slot, WindowClock};
-use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed};
+use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs};
 use crate::policy::{Policy, PolicyError, PolicySpec};
 use crate::state::machine::TaskState;
 use crate::state::{Change, Machine, Topo};
+use crate::trace::causal::TieStats;
 use crate::trace::{Event, EventKind, Wake};
 use crate::wakeup::balance::Balancer;
 use crate::wakeup::sis::{select_idle_sibling, TimeModel};
@@ -143,17 +144,25 @@ impl<'o> Replayer<'o> {
         Ok(())
     }
 
-    /// Replays what is left and returns the result.
-    pub fn finish(mut self) -> Result<ReplayResult, ReplayError> {
+    /// Replays what is left and returns the result; `ties` is what the source did to put
+    /// equal timestamps in causal order, for the fidelity's account of state repairs.
+    pub fn finish(mut self, ties: Option<TieStats>) -> Result<ReplayResult, ReplayError> {
         while self.step()? {}
         for o in self.observers.iter_mut() {
             o.finish()?;
         }
+        let repairs = StateRepairs {
+            ties,
+            runqueues: self.machine.repairs,
+        };
         let first = self.first_seen.unwrap_or(0);
         self.observed
             .finish(self.woken_at.len() as u64, self.windows);
         let mut policies = Vec::with_capacity(self.arms.len());
         for mut a in self.arms {
+            if let Some(f) = a.metrics.fidelity.as_mut() {
+                f.finish(repairs);
+            }
             a.metrics.finish(self.windows);
             policies.push(a.metrics);
         }
@@ -271,7 +280,7 @@ impl<'o> Replayer<'o> {
         self.machine
             .tasks
             .get(&pid)
-            .is_some_and(|t| t.on_rq || t.running_on.is_some())
+            .is_some_and(|t| t.on_rq() || t.running_on.is_some())
     }
 
     /// Taken as a delayed-dequeue wakeup (see ReplayOptions::delayed_dequeue_ns).

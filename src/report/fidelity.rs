@@ -1,6 +1,8 @@
 //! The fidelity table: for each trace, the traced kernel's policy replayed over it and
-//! how often it chose the kernel's CPU, by path, with the cross-LLC placements recorded
-//! and predicted and what the select_task_rq_fair probes measured.
+//! how often it chose the kernel's CPU, beside the baselines (always prev, always the
+//! waker's CPU), by tenth of the trace, by path and by the step that chose the target,
+//! with the cross-LLC placements recorded and predicted, what the machine state needed
+//! mending and what the select_task_rq_fair probes measured.
 
 use std::fmt::Write;
 
@@ -31,6 +33,27 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             pct(f.ipi.1, f.ipi.0),
             format!("{}/{}", f.recorded_cross_llc, f.predicted_cross_llc)
         );
+        let _ = writeln!(
+            o,
+            "    baselines: always prev {:.2}%, always the waker's CPU {:.2}%",
+            pct(f.always_prev, f.decisions),
+            pct(f.always_waker, f.decisions)
+        );
+        // A tenth more than 3 points under the trace's agreement is marked: drift.
+        let tenths: Vec<String> = f
+            .by_decile
+            .iter()
+            .map(|&(n, a)| match n {
+                0 => "-".to_string(),
+                _ if pct(a, n) < f.agreement_pct() - 3.0 => format!("{:.1}!", pct(a, n)),
+                _ => format!("{:.1}", pct(a, n)),
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "{}",
+            super::text::fit(&format!("    by tenth: {}", tenths.join(" ")))
+        );
         let paths: Vec<String> = f
             .by_path
             .iter()
@@ -50,6 +73,22 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             o,
             "{}",
             super::text::fit(&format!("    by target step: {}", stages.join(", ")))
+        );
+        let rq = &f.repairs.runqueues;
+        let ties = match &f.repairs.ties {
+            Some(t) => format!(
+                "{} same-stamp groups ({} re-ordered, {} events left)",
+                t.groups, t.reordered, t.inconsistent_left
+            ),
+            None => "same-stamp groups not re-ordered".into(),
+        };
+        let _ = writeln!(
+            o,
+            "{}",
+            super::text::fit(&format!(
+                "    state repairs: {ties}; runqueues: {} moved, {} dropped at idle",
+                rq.moved, rq.dropped_at_idle
+            ))
         );
         let s = &r.skipped;
         let mut facts = format!(

@@ -1,6 +1,13 @@
 //! Per-CPU and per-task state rebuilt from the events, as select_task_rq_fair would see
-//! it: running task, nr_running, idle periods and avg_idle, pending IPI wakeups, PELT
-//! util and load, wakee flips and recent_used_cpu, IRQ nesting.
+//! it: running task, the runnable tasks of each runqueue, idle periods and avg_idle,
+//! pending IPI wakeups, PELT util and load, wakee flips and recent_used_cpu, IRQ nesting.
+//!
+//! Runqueue membership is kept as a set per CPU, not a count: a count drifts for good
+//! once an event is missed (a saturated CPU never idles, where a count could be reset),
+//! while a set heals at the task's next event. A task seen switched in (or woken) on one
+//! CPU while held in another's set is moved, and the repair counted; a CPU that switches
+//! to its idle task has nothing runnable, so whatever its set still holds is dropped and
+//! counted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
@@ -8,7 +15,7 @@ use std::hash::BuildHasherDefault;
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind};
 
-use super::pelt::Avg;
+use super::pelt::{Avg, Removed};
 use crate::abi::{MIGRATION_COST_NS, PREEMPTED};
 
 /// The load weight of a nice-0 task.
@@ -87,7 +94,9 @@ impl Topo {
 pub struct CpuState {
     /// The running task, 0 for idle.
     pub curr: i32,
-    pub nr_running: u32,
+    /// The runnable tasks of this runqueue, the running one included (pids, in the
+    /// order they arrived).
+    pub queued: Vec<i32>,
     /// Wakeups queued to this CPU by IPI and not yet activated (ttwu_pending).
     pub pending: u32,
     /// When the CPU last went idle, until a wakeup activates a task on it.
@@ -96,6 +105,9 @@ pub struct CpuState {
     pub max_idle_balance_cost: u64,
     /// The root cfs_rq's PELT signal.
     pub avg: Avg,
+    /// Load that tasks took away by wakeup migration, still in `avg` until this CPU's
+    /// next update (cfs_rq->removed).
+    pub removed: Removed,
     /// Hard and soft IRQ nesting right now.
     pub irq_depth: u32,
     /// Priority of the running task (< 100: RT).
@@ -106,12 +118,31 @@ pub struct CpuState {
     pub rt_avg: Avg,
 }
 
+impl CpuState {
+    /// rq->nr_running.
+    pub fn nr_running(&self) -> u32 {
+        self.queued.len() as u32
+    }
+}
+
+/// Where the events contradicted the runqueue membership they had built, and how it
+/// was mended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Repairs {
+    /// A task switched in, woken or switched out on one CPU while held on another's
+    /// runqueue: moved to the CPU the event names.
+    pub moved: u64,
+    /// Tasks still held on a runqueue whose CPU switched to its idle task: dropped.
+    pub dropped_at_idle: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskState {
     pub comm: Comm,
     /// task_cpu(p), when known.
     pub cpu: Option<u32>,
-    pub on_rq: bool,
+    /// The CPU whose runqueue holds it while it is runnable (running or waiting).
+    pub rq: Option<u32>,
     /// The CPU it is running on.
     pub running_on: Option<u32>,
     pub recent_used_cpu: Option<u32>,
@@ -119,6 +150,9 @@ pub struct TaskState {
     pub wakee_flip_decay_ts: u64,
     pub last_wakee: i32,
     pub avg: Avg,
+    /// The CPU whose signal holds the task's contribution; None between a wakeup
+    /// migration's removal and the attach at its enqueue (se->avg.last_update_time == 0).
+    pub attached: Option<u32>,
     pub prio: i32,
     /// When it last blocked (switched out not runnable).
     pub blocked_at: Option<u64>,
@@ -129,16 +163,22 @@ impl TaskState {
         TaskState {
             comm,
             cpu: None,
-            on_rq: false,
+            rq: None,
             running_on: None,
             recent_used_cpu: None,
             wakee_flips: 0,
             wakee_flip_decay_ts: now,
             last_wakee: 0,
             avg: Avg::starting_at(now),
+            attached: None,
             prio: 120,
             blocked_at: None,
         }
+    }
+
+    /// p->on_rq: runnable, on some runqueue.
+    pub fn on_rq(&self) -> bool {
+        self.rq.is_some()
     }
 
     /// A per-CPU kernel thread by name (kworker/N:M, ksoftirqd/N, migration/N, ...),
@@ -162,6 +202,8 @@ pub struct Machine {
     /// By pid. Looked up several times per event: a fast hasher with fixed keys (pids
     /// are not attacker-chosen, and a fixed hasher keeps any iteration order stable).
     pub tasks: HashMap<i32, TaskState, BuildHasherDefault<ahash::AHasher>>,
+    /// Runqueue membership mended so far.
+    pub repairs: Repairs,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -179,12 +221,13 @@ impl Machine {
     pub fn new(topo: Topo) -> Machine {
         let cpu = CpuState {
             curr: 0,
-            nr_running: 0,
+            queued: Vec::new(),
             pending: 0,
             idle_stamp: None,
             avg_idle: 2 * MIGRATION_COST_NS,
             max_idle_balance_cost: MIGRATION_COST_NS,
             avg: Avg::default(),
+            removed: Removed::default(),
             irq_depth: 0,
             curr_prio: 120,
             irq_avg: Avg::default(),
@@ -194,6 +237,7 @@ impl Machine {
             cpus: vec![cpu; topo.nr_cpus as usize],
             topo,
             tasks: HashMap::default(),
+            repairs: Repairs::default(),
         }
     }
 
@@ -212,7 +256,7 @@ impl Machine {
     pub fn is_idle(&self, cpu: u32) -> bool {
         self.cpus
             .get(cpu as usize)
-            .is_some_and(|c| c.curr == 0 && c.nr_running == 0 && c.pending == 0)
+            .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)
     }
 
     /// cpu_util_cfs: the CFS util of a CPU, capped at its capacity.
@@ -257,45 +301,112 @@ impl Machine {
         }
     }
 
-    /// Brings a CPU's PELT signal to `now` under its state since the last event.
+    /// Brings a CPU's PELT signal to `now` under its state since the last event, as
+    /// update_cfs_rq_load_avg does: the removed load comes off first.
     fn update_cpu_avg(&mut self, cpu: u32, now: u64) {
         let c = &mut self.cpus[cpu as usize];
+        c.avg.apply_removed(&mut c.removed);
         let running = c.curr != 0;
-        let runnable = c.nr_running as u64;
+        let runnable = c.queued.len() as u64;
         c.avg
             .update(now, runnable * NICE_0_WEIGHT, runnable, running, 1);
     }
 
+    /// Brings an attached task's signal to `now` (__update_load_avg_se); a task between
+    /// a wakeup migration and its enqueue is not aged.
     fn update_task_avg(&mut self, pid: i32, now: u64) {
         if pid == 0 {
             return;
         }
-        if let Some(t) = self.tasks.get_mut(&pid) {
+        if let Some(t) = self.tasks.get_mut(&pid).filter(|t| t.attached.is_some()) {
             let running = t.running_on.is_some();
-            let on_rq = t.on_rq as u64;
+            let on_rq = t.rq.is_some() as u64;
             t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT);
         }
     }
 
-    /// Moves a task's PELT contribution between CPUs (detach / attach on migration).
-    fn move_avg(&mut self, pid: i32, from: Option<u32>, to: u32) {
-        let Some(t) = self.tasks.get(&pid) else {
+    /// Puts a task on `cpu`'s runqueue; if another CPU's held it, takes it from there and
+    /// says so (true), for the caller to count as a repair or not.
+    fn enqueue(&mut self, pid: i32, cpu: u32) -> bool {
+        let Some(t) = self.tasks.get_mut(&pid) else {
+            return false;
+        };
+        match t.rq.replace(cpu) {
+            Some(c) if c == cpu => false,
+            Some(other) => {
+                if let Some(o) = self.cpus.get_mut(other as usize) {
+                    o.queued.retain(|&p| p != pid);
+                }
+                self.cpus[cpu as usize].queued.push(pid);
+                true
+            }
+            None => {
+                self.cpus[cpu as usize].queued.push(pid);
+                false
+            }
+        }
+    }
+
+    /// Takes a task off whatever runqueue holds it; returns that CPU.
+    fn dequeue(&mut self, pid: i32) -> Option<u32> {
+        let c = self.tasks.get_mut(&pid)?.rq.take()?;
+        if let Some(cs) = self.cpus.get_mut(c as usize) {
+            cs.queued.retain(|&p| p != pid);
+        }
+        Some(c)
+    }
+
+    /// attach_entity_load_avg: the task's contribution joins `cpu`'s signal, brought up
+    /// to date first (the enqueue's update_load_avg). A task still attached elsewhere
+    /// (a move the events did not show) leaves that CPU at once.
+    fn attach(&mut self, pid: i32, cpu: u32, now: u64) {
+        let Some(held) = self.tasks.get(&pid).map(|t| t.attached) else {
             return;
         };
-        let (u, l) = (t.avg.util_sum, t.avg.load_sum * NICE_0_WEIGHT);
-        let (ua, la) = (t.avg.util_avg, t.avg.load_avg);
-        if let Some(f) = from.filter(|&f| (f as usize) < self.cpus.len()) {
-            let a = &mut self.cpus[f as usize].avg;
-            a.util_sum = a.util_sum.saturating_sub(u);
-            a.load_sum = a.load_sum.saturating_sub(l);
-            a.util_avg = a.util_avg.saturating_sub(ua);
-            a.load_avg = a.load_avg.saturating_sub(la);
+        match held {
+            Some(c) if c == cpu => return,
+            Some(other) => self.detach(pid, other),
+            None => {}
         }
-        let a = &mut self.cpus[to as usize].avg;
-        a.util_sum += u;
-        a.load_sum += l;
-        a.util_avg += ua;
-        a.load_avg += la;
+        self.update_cpu_avg(cpu, now);
+        let (Some(t), Some(c)) = (self.tasks.get_mut(&pid), self.cpus.get_mut(cpu as usize)) else {
+            return;
+        };
+        c.avg.attach(&mut t.avg, NICE_0_WEIGHT);
+        t.attached = Some(cpu);
+    }
+
+    /// detach_entity_load_avg: the task's contribution leaves `cpu`'s signal at once.
+    fn detach(&mut self, pid: i32, cpu: u32) {
+        let (Some(t), Some(c)) = (self.tasks.get_mut(&pid), self.cpus.get_mut(cpu as usize)) else {
+            return;
+        };
+        c.avg.detach(&t.avg, NICE_0_WEIGHT);
+        t.attached = None;
+    }
+
+    /// remove_entity_load_avg, for a task leaving a CPU it is not queued on (wakeup
+    /// migration): it is synced to that CPU's last update, not to now, and its averages
+    /// join the CPU's removed load, taken off at that CPU's next update; so until then
+    /// cpu_load still counts it. Then migrate_se_pelt_lag: if that CPU is idle (its clock
+    /// may be stale), the task is decayed on to now.
+    fn remove(&mut self, pid: i32, now: u64) {
+        let Some(t) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let Some(c) = t
+            .attached
+            .take()
+            .and_then(|c| self.cpus.get_mut(c as usize))
+        else {
+            return;
+        };
+        t.avg
+            .update(c.avg.last_update_ns, 0, 0, false, NICE_0_WEIGHT);
+        c.removed.add(&t.avg);
+        if c.curr == 0 {
+            t.avg.update(now, 0, 0, false, NICE_0_WEIGHT);
+        }
     }
 
     /// Applies one event.
@@ -341,35 +452,57 @@ impl Machine {
                 self.update_task_avg(*prev_pid, now);
                 self.update_task_avg(*next_pid, now);
                 let still_queued = *prev_state == 0 || prev_state & PREEMPTED != 0;
-                if *prev_pid != 0 {
+                let elsewhere = |m: &Machine| {
+                    m.tasks
+                        .get(prev_pid)
+                        .and_then(|t| t.running_on)
+                        .is_some_and(|r| r != c)
+                };
+                if *prev_pid != 0 && elsewhere(self) {
+                    // Already switched in on another CPU: this switch-out comes late (the
+                    // CPUs' clocks disagree), and its runqueue is that one's now.
+                    self.task(*prev_pid, *prev_comm, now);
+                } else if *prev_pid != 0 {
                     let t = self.task(*prev_pid, *prev_comm, now);
                     t.running_on = None;
                     t.cpu = Some(c);
-                    if !still_queued {
-                        t.blocked_at = Some(now);
+                    if still_queued {
+                        // Preempted: it waits on this runqueue. Held on none, it ran here
+                        // unseen (the trace's start).
+                        if self.enqueue(*prev_pid, c) {
+                            self.repairs.moved += 1;
+                        }
+                    } else {
+                        self.tasks.get_mut(prev_pid).expect("made above").blocked_at = Some(now);
+                        if self.dequeue(*prev_pid).is_some_and(|h| h != c) {
+                            self.repairs.moved += 1;
+                        }
                     }
-                    if !still_queued && t.on_rq {
-                        t.on_rq = false;
-                        let cs = &mut self.cpus[c as usize];
-                        cs.nr_running = cs.nr_running.saturating_sub(1);
-                    }
+                    // Its load is on this CPU (first seen here, or moved unseen).
+                    self.attach(*prev_pid, c, now);
                 }
                 if *next_pid != 0 {
                     let t = self.task(*next_pid, *next_comm, now);
                     t.prio = *next_prio;
-                    let was_queued = t.on_rq;
-                    t.on_rq = true;
                     t.running_on = Some(c);
                     t.cpu = Some(c);
-                    if !was_queued {
-                        // Running without a wakeup we saw (trace start): it was queued here.
-                        self.cpus[c as usize].nr_running += 1;
+                    // Held on none: running without a wakeup we saw (the trace's start),
+                    // so it was queued here. Held elsewhere: moved, a repair.
+                    if self.enqueue(*next_pid, c) {
+                        self.repairs.moved += 1;
                     }
+                    self.attach(*next_pid, c, now);
                 } else {
-                    let cs = &mut self.cpus[c as usize];
-                    cs.nr_running = 0;
+                    // Nothing is runnable on a CPU that picks its idle task.
+                    let stale = std::mem::take(&mut self.cpus[c as usize].queued);
+                    self.repairs.dropped_at_idle += stale.len() as u64;
+                    for p in stale {
+                        if let Some(t) = self.tasks.get_mut(&p) {
+                            t.rq = None;
+                        }
+                    }
                     // Newidle balance stamps the rq just before it idles.
-                    cs.idle_stamp = Some(now);
+                    self.cpus[c as usize].idle_stamp = Some(now);
                 }
                 self.cpus[c as usize].curr = *next_pid;
                 self.cpus[c as usize].curr_prio = *next_prio;
@@ -379,28 +512,42 @@ impl Machine {
                 let target = w.target_cpu.max(0) as u32;
                 self.ensure_cpu(target);
                 self.update_cpu_avg(target, now);
-                self.update_task_avg(w.pid, now);
                 let new = matches!(e.kind, EventKind::WakeupNew(_));
-                let old_cpu = {
+                let (held, attached) = {
                     let t = self.task(w.pid, w.comm, now);
-                    let old = t.cpu;
-                    let already = t.on_rq;
-                    t.on_rq = true;
                     t.cpu = Some(target);
                     if new {
                         t.avg = Avg::starting_at(now);
+                        t.attached = None;
                     }
-                    if already {
-                        // ttwu_runnable: still queued, nothing moves.
+                    (t.rq, t.attached)
+                };
+                match held {
+                    // ttwu_runnable: still queued here, nothing moves.
+                    Some(h) if h == target => {
+                        self.update_task_avg(w.pid, now);
                         return Change::None;
                     }
-                    old
-                };
-                if old_cpu != Some(target) {
-                    self.move_avg(w.pid, old_cpu, target);
+                    // Held on another CPU's runqueue, but woken onto this one: it had
+                    // left that one unseen. Woken here as any other.
+                    Some(_) => {
+                        self.dequeue(w.pid);
+                        self.repairs.moved += 1;
+                    }
+                    None => {}
                 }
+                // enqueue_entity's update_load_avg(DO_ATTACH): a task still attached here
+                // is aged over its sleep; one that migrated (removed from its old CPU) is
+                // attached as it was synced there, without ageing.
+                match attached {
+                    Some(a) if a == target => self.update_task_avg(w.pid, now),
+                    // Moved without a sched_migrate_task: removed from there as at one.
+                    Some(_) => self.remove(w.pid, now),
+                    None => {}
+                }
+                self.attach(w.pid, target, now);
+                self.enqueue(w.pid, target);
                 let cs = &mut self.cpus[target as usize];
-                cs.nr_running += 1;
                 cs.pending = cs.pending.saturating_sub(1);
                 if let Some(stamp) = cs.idle_stamp.take() {
                     // update_avg(&rq->avg_idle, delta), capped at 2·max_idle_balance_cost.
@@ -428,21 +575,31 @@ impl Machine {
                 );
                 self.ensure_cpu(dest);
                 self.ensure_cpu(orig);
-                self.update_cpu_avg(orig, now);
-                self.update_cpu_avg(dest, now);
-                // The task's own signal up to now first: what moves is its current load,
-                // as detach_entity_load_avg sees it after the sync.
-                self.update_task_avg(*pid, now);
-                let queued = {
+                let (queued, running) = {
                     let t = self.task(*pid, *comm, now);
                     t.cpu = Some(dest);
-                    t.on_rq && t.running_on.is_none()
+                    (t.rq.is_some(), t.running_on.is_some())
                 };
-                self.move_avg(*pid, Some(orig), dest);
-                if queued {
-                    let o = &mut self.cpus[orig as usize];
-                    o.nr_running = o.nr_running.saturating_sub(1);
-                    self.cpus[dest as usize].nr_running += 1;
+                if queued && !running {
+                    // A load-balance move of a waiting task. The dequeue brings orig and
+                    // the task up to now and detaches it at once; the enqueue brings
+                    // dest up to now and attaches it, aligned to dest's window.
+                    self.update_cpu_avg(orig, now);
+                    self.update_task_avg(*pid, now);
+                    if let Some(a) = self.tasks.get(pid).and_then(|t| t.attached) {
+                        self.detach(*pid, a);
+                    }
+                    if self.dequeue(*pid).is_some_and(|h| h != orig) {
+                        self.repairs.moved += 1;
+                    }
+                    self.update_cpu_avg(dest, now);
+                    self.attach(*pid, dest, now);
+                    self.enqueue(*pid, dest);
+                } else if !running {
+                    // A wakeup migration (set_task_cpu between waking and wakeup):
+                    // migrate_task_rq_fair's remove_entity_load_avg. Neither CPU is
+                    // updated; the wakeup's enqueue attaches the task.
+                    self.remove(*pid, now);
                 }
                 Change::None
             }
@@ -454,8 +611,22 @@ impl Machine {
             } => {
                 // wake_up_new_task starts recent_used_cpu at the parent's CPU.
                 let parent_cpu = self.tasks.get(parent_pid).and_then(|t| t.cpu).unwrap_or(c);
+                // dup_task_struct copies the parent, and __sched_fork resets none of
+                // wakee_flips, wakee_flip_decay_ts and last_wakee: the child starts with
+                // the parent's. They only change in record_wakee, when the child wakes
+                // someone, so a child that seldom does keeps them (and wake_wide sees
+                // them) for its whole life.
+                let inherited = self
+                    .tasks
+                    .get(parent_pid)
+                    .map(|p| (p.wakee_flips, p.wakee_flip_decay_ts, p.last_wakee));
                 let t = self.task(*child_pid, *child_comm, now);
                 t.recent_used_cpu = Some(parent_cpu);
+                if let Some((flips, decay_ts, last_wakee)) = inherited {
+                    t.wakee_flips = flips;
+                    t.wakee_flip_decay_ts = decay_ts;
+                    t.last_wakee = last_wakee;
+                }
                 Change::None
             }
             EventKind::Exit { pid, .. } => {
@@ -496,5 +667,212 @@ impl Machine {
             w.last_wakee = wakee;
             w.wakee_flips += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wakeup::target::{choose_target, Waking};
+    use crate::trace::event::build::{migrate, switch, wakeup, waking};
+    use crate::trace::Comm;
+
+    fn machine(cpus: u32) -> Machine {
+        Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
+    }
+
+    /// CPU 1 runs task 1 and never idles. Task 2 is woken onto CPU 1 and queued there;
+    /// load balance then moves it to CPU 2, but that sched_migrate_task is lost, and 2 is
+    /// seen switched in on CPU 2. The kernel's runqueues: CPU 1 holds 1, CPU 2 holds 2.
+    /// So when 1 wakes task 3 (prev CPU 3, busy) with WF_SYNC, wake_affine_idle sees
+    /// cpu_rq(this)->nr_running == 1 and takes the waker's CPU; a count that kept task 2
+    /// on CPU 1 (2 running) would have gone on to the load comparison.
+    #[test]
+    fn a_task_seen_on_another_cpu_than_it_is_held_on_moves() {
+        let mut m = machine(4);
+        for e in [
+            switch(0, 1, 0, 0, 1),
+            switch(1, 3, 0, 0, 4),
+            switch(2, 2, 2, 1, 0),
+            switch(3, 0, 3, 1, 0),
+            waking(10, 1, 1, 2, 2),
+            wakeup(11, 1, 1, 2, 1),
+        ] {
+            m.apply(&e);
+        }
+        assert_eq!(m.cpus[1].queued, vec![1, 2]);
+        m.apply(&switch(20, 2, 0, 0, 2));
+        assert_eq!(m.cpus[1].nr_running(), 1);
+        assert_eq!(m.cpus[2].queued, vec![2]);
+        assert_eq!(m.tasks[&2].rq, Some(2));
+        assert_eq!(m.repairs.moved, 1);
+        let t = choose_target(
+            &mut m,
+            &Waking {
+                now: 30,
+                waker_cpu: 1,
+                waker: 1,
+                wakee: 3,
+                prev: 3,
+                sync: true,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!((t.wakee.target, t.stage), (1, "wake_affine_idle"));
+    }
+
+    /// A CPU that switches to its idle task has an empty runqueue, whatever it was
+    /// thought to hold: a task queued there whose move was lost is dropped (and counted),
+    /// and the CPU is idle to the search.
+    #[test]
+    fn what_an_idling_cpu_still_holds_is_dropped() {
+        let mut m = machine(2);
+        for e in [
+            switch(0, 0, 0, 0, 1),
+            waking(5, 0, 1, 2, 0),
+            wakeup(6, 0, 1, 2, 0),
+            switch(10, 0, 1, 1, 0),
+        ] {
+            m.apply(&e);
+        }
+        assert!(m.is_idle(0));
+        assert_eq!(m.repairs.dropped_at_idle, 1);
+        assert!(!m.tasks[&2].on_rq());
+    }
+
+    /// The case, small. Tasks 11..14 ran 10 ms each on CPU 0 and sleep there,
+    /// task 15 ran 0.2 ms; CPU 0 then runs task 10, CPU 1 runs a waker, 20, that wakes
+    /// 11..14 and pulls them to CPU 1 (set_task_cpu → migrate_task_rq_fair), then wakes
+    /// 15, whose prev is CPU 0.
+    ///
+    /// fair.c: remove_entity_load_avg syncs each to CPU 0's last_update_time and only
+    /// adds its load to cfs_rq->removed, which CPU 0 takes off at its own next
+    /// update_cfs_rq_load_avg; the enqueue on CPU 1 attaches it, window aligned to CPU
+    /// 1's. So wake_affine_weight still reads CPU 0's load with 11..14 in it:
+    /// this_eff = (Σ11..14 + L15)·100 against prev_eff = (Σ11..14 + L15 − L15)·108, and
+    /// with L15 small the waker's CPU is chosen. Taking the load off CPU 0 at once would
+    /// leave prev_eff near 0 and keep 15 on prev.
+    #[test]
+    fn load_pulled_off_prev_by_wakeup_migration_stays_until_prev_updates() {
+        const MS: u64 = 1_000_000;
+        let mut m = machine(2);
+        let mut t = 0;
+        for pid in [11, 12, 13, 14, 15] {
+            let run = if pid == 15 { MS / 5 } else { 10 * MS };
+            m.apply(&switch(t, 0, 0, 0, pid));
+            t += run;
+            m.apply(&switch(t, 0, pid, 1, 0));
+        }
+        m.apply(&switch(59 * MS, 0, 0, 0, 10));
+        m.apply(&switch(59 * MS + 500, 1, 0, 0, 20));
+        let load0 = m.cpu_load(0);
+        let lut0 = m.cpus[0].avg.last_update_ns;
+        // What each of 11..14 takes away: its load synced to CPU 0's last update.
+        let synced = |m: &Machine, pid: i32| {
+            let mut a = m.tasks[&pid].avg;
+            a.update(lut0, 0, 0, false, NICE_0_WEIGHT);
+            a.load_avg
+        };
+        let removed: u64 = [11, 12, 13, 14].iter().map(|&p| synced(&m, p)).sum();
+        let l15 = m.tasks[&15].avg.load_avg;
+        assert!(l15 * 100 < removed * 8, "{l15} vs {removed}");
+        let mut now = 60 * MS;
+        for pid in [11, 12, 13, 14] {
+            let a = synced(&m, pid);
+            m.apply(&waking(now, 1, 20, pid, 0));
+            m.apply(&migrate(now + 100, 1, pid, 0, 1));
+            m.apply(&wakeup(now + 200, 1, 20, pid, 1));
+            let t = &m.tasks[&pid];
+            // Attached to CPU 1 as synced on CPU 0, in CPU 1's window.
+            assert_eq!(t.attached, Some(1));
+            assert_eq!(t.avg.load_avg, a);
+            assert_eq!(t.avg.last_update_ns, m.cpus[1].avg.last_update_ns);
+            assert_eq!(t.avg.period_contrib, m.cpus[1].avg.period_contrib);
+            assert_eq!(t.avg.load_sum, a * m.cpus[1].avg.divider() / NICE_0_WEIGHT);
+            now += MS / 10;
+        }
+        // CPU 0 has not been updated: its load still holds them, and its removed load
+        // is theirs.
+        assert_eq!(m.cpu_load(0), load0);
+        assert_eq!(m.cpus[0].removed.load_avg, removed);
+        assert_eq!(m.cpus[0].removed.nr, 4);
+        let target = choose_target(
+            &mut m,
+            &Waking {
+                now,
+                waker_cpu: 1,
+                waker: 20,
+                wakee: 15,
+                prev: 0,
+                sync: false,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!(
+            (target.wakee.target, target.stage),
+            (1, "wake_affine_weight")
+        );
+        // CPU 0's next update (here at its last update's time, so nothing decays) takes
+        // exactly the removed load off.
+        m.refresh(0, lut0);
+        assert_eq!(m.cpu_load(0), load0 - removed);
+        assert_eq!(m.cpus[0].removed, Removed::default());
+    }
+
+    /// record_wakee runs only on the waker, and fork copies the parent's wakee_flips
+    /// (__sched_fork does not reset them). Task 1 wakes five different tasks (flips 5),
+    /// then forks 10, which never wakes anyone. Task 2, with 20 flips of its own, wakes
+    /// 10: wake_wide with an LLC of 4 sees slave 5 ≥ 4 and master 20 ≥ 5·4, so it is
+    /// wide and the target stays prev. A child starting at 0 flips would be affine.
+    #[test]
+    fn a_forked_child_inherits_its_parents_wakee_flips() {
+        let mut m = machine(4);
+        for e in [switch(0, 0, 0, 0, 1), switch(0, 1, 0, 0, 2)] {
+            m.apply(&e);
+        }
+        for (i, pid) in (100..105).enumerate() {
+            m.record_wakee(1, pid, 10 + i as u64);
+        }
+        for (i, pid) in (200..220).enumerate() {
+            m.record_wakee(2, pid, 10 + i as u64);
+        }
+        let fork = Event {
+            ts: 50,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Fork {
+                parent_comm: Comm::from_bytes(b"p"),
+                parent_pid: 1,
+                child_comm: Comm::from_bytes(b"c"),
+                child_pid: 10,
+            },
+        };
+        m.apply(&fork);
+        assert_eq!(m.tasks[&10].wakee_flips, 5);
+        assert_eq!(m.tasks[&10].last_wakee, 104);
+        // 10 runs on CPU 2 and sleeps there; CPU 2 stays busy.
+        for e in [
+            switch(60, 2, 0, 0, 10),
+            switch(70, 2, 10, 1, 3),
+            waking(100, 1, 2, 10, 2),
+        ] {
+            m.apply(&e);
+        }
+        let t = choose_target(
+            &mut m,
+            &Waking {
+                now: 100,
+                waker_cpu: 1,
+                waker: 2,
+                wakee: 10,
+                prev: 2,
+                sync: true,
+                in_task: true,
+            },
+            false,
+        );
+        assert_eq!((t.wakee.target, t.stage), (2, "wake_wide"));
     }
 }

@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 
 /// Σ 1024·yⁿ, the largest a sum can reach.
 pub const LOAD_AVG_MAX: u64 = 47742;
+/// The divider of a sum whose current period has just begun.
+const PELT_MIN_DIVIDER: u64 = LOAD_AVG_MAX - 1024;
 const LOAD_AVG_PERIOD: u64 = 32;
 
 /// runnable_avg_yN_inv: ⌊(2³² − 1)·yⁿ⌋ for n < 32, as the kernel's generator makes it.
@@ -54,6 +56,33 @@ pub struct Avg {
     pub util_avg: u64,
 }
 
+/// cfs_rq->removed: what tasks that left a CPU by wakeup migration took with them, to be
+/// taken off that CPU's signal at its next update (remove_entity_load_avg), not at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub nr: u32,
+    pub load_avg: u64,
+    pub util_avg: u64,
+    pub runnable_avg: u64,
+}
+
+impl Removed {
+    /// A task's averages, as synced to the CPU's last update, join the removed ones.
+    pub fn add(&mut self, task: &Avg) {
+        self.nr += 1;
+        self.load_avg += task.load_avg;
+        self.util_avg += task.util_avg;
+        self.runnable_avg += task.runnable_avg;
+    }
+}
+
+/// sub_positive(sum, x), then keep the sum at least avg · PELT_MIN_DIVIDER, as the
+/// kernel does after taking a task's share off a cfs_rq (rounding would otherwise leave
+/// a sum of 0 under a non-zero average).
+fn take_off(sum: &mut u64, x: u64, avg: u64) {
+    *sum = sum.saturating_sub(x).max(avg * PELT_MIN_DIVIDER);
+}
+
 impl Avg {
     pub fn starting_at(now_ns: u64) -> Avg {
         Avg {
@@ -99,6 +128,66 @@ impl Avg {
         self.runnable_avg = self.runnable_sum / divider;
         self.util_avg = self.util_sum / divider;
         true
+    }
+
+    /// get_pelt_divider.
+    pub fn divider(&self) -> u64 {
+        PELT_MIN_DIVIDER + self.period_contrib as u64
+    }
+
+    /// The removed averages taken off a CPU's signal, as update_cfs_rq_load_avg does
+    /// before it decays the signal to now. Returns whether there were any.
+    pub fn apply_removed(&mut self, r: &mut Removed) -> bool {
+        if r.nr == 0 {
+            return false;
+        }
+        let r = std::mem::take(r);
+        let divider = self.divider();
+        self.load_avg = self.load_avg.saturating_sub(r.load_avg);
+        take_off(&mut self.load_sum, r.load_avg * divider, self.load_avg);
+        self.util_avg = self.util_avg.saturating_sub(r.util_avg);
+        take_off(&mut self.util_sum, r.util_avg * divider, self.util_avg);
+        self.runnable_avg = self.runnable_avg.saturating_sub(r.runnable_avg);
+        take_off(
+            &mut self.runnable_sum,
+            r.runnable_avg * divider,
+            self.runnable_avg,
+        );
+        true
+    }
+
+    /// attach_entity_load_avg: a task of weight `weight` joins this CPU's signal. Its
+    /// window is aligned to the CPU's (last update and period_contrib), its sums
+    /// re-derived from its averages for that period_contrib, and both added.
+    pub fn attach(&mut self, task: &mut Avg, weight: u64) {
+        let divider = self.divider();
+        task.last_update_ns = self.last_update_ns;
+        task.period_contrib = self.period_contrib;
+        task.util_sum = task.util_avg * divider;
+        task.runnable_sum = task.runnable_avg * divider;
+        let load_sum = task.load_avg * divider;
+        task.load_sum = if weight < load_sum {
+            load_sum / weight
+        } else {
+            1
+        };
+        self.load_avg += task.load_avg;
+        self.load_sum += weight * task.load_sum;
+        self.util_avg += task.util_avg;
+        self.util_sum += task.util_sum;
+        self.runnable_avg += task.runnable_avg;
+        self.runnable_sum += task.runnable_sum;
+    }
+
+    /// detach_entity_load_avg: a task of weight `weight` leaves this CPU's signal at once
+    /// (a load-balance move, whose dequeue brought both up to date first).
+    pub fn detach(&mut self, task: &Avg, weight: u64) {
+        self.load_avg = self.load_avg.saturating_sub(task.load_avg);
+        take_off(&mut self.load_sum, weight * task.load_sum, self.load_avg);
+        self.util_avg = self.util_avg.saturating_sub(task.util_avg);
+        take_off(&mut self.util_sum, task.util_sum, self.util_avg);
+        self.runnable_avg = self.runnable_avg.saturating_sub(task.runnable_avg);
+        take_off(&mut self.runnable_sum, task.runnable_sum, self.runnable_avg);
     }
 
     fn accumulate(&mut self, delta: u64, load: u64, runnable: u64, running: bool) -> u64 {

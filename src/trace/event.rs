@@ -242,3 +242,76 @@ pub struct Event {
     pub common_pid: i32,
     pub kind: EventKind,
 }
+
+/// Hand-built events for the unit tests of the code that reads them.
+#[cfg(test)]
+pub(crate) mod build {
+    use super::{Comm, Event, EventKind, Wake};
+
+    fn comm() -> Comm {
+        Comm::from_bytes(b"t")
+    }
+
+    /// sched_switch on `cpu`: `prev` leaves in `prev_state` (0 R, 1 S, 0x100 R+).
+    pub fn switch(ts: u64, cpu: u32, prev: i32, prev_state: i64, next: i32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: prev,
+            kind: EventKind::Switch {
+                prev_comm: comm(),
+                prev_pid: prev,
+                prev_prio: 120,
+                prev_state,
+                next_comm: comm(),
+                next_pid: next,
+                next_prio: 120,
+            },
+        }
+    }
+
+    fn wake(pid: i32, target: u32) -> Wake {
+        Wake {
+            comm: comm(),
+            pid,
+            prio: 120,
+            target_cpu: target as i32,
+        }
+    }
+
+    /// sched_waking of `pid` by `waker`, recorded on `cpu`; `prev` is task_cpu(p).
+    pub fn waking(ts: u64, cpu: u32, waker: i32, pid: i32, prev: u32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: waker,
+            kind: EventKind::Waking(wake(pid, prev)),
+        }
+    }
+
+    /// sched_wakeup of `pid` onto `target`, recorded on `cpu`.
+    pub fn wakeup(ts: u64, cpu: u32, waker: i32, pid: i32, target: u32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: waker,
+            kind: EventKind::Wakeup(wake(pid, target)),
+        }
+    }
+
+    /// sched_migrate_task of `pid` from `orig` to `dest`, recorded on `cpu`.
+    pub fn migrate(ts: u64, cpu: u32, pid: i32, orig: u32, dest: u32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: 0,
+            kind: EventKind::Migrate {
+                comm: comm(),
+                pid,
+                prio: 120,
+                orig_cpu: orig as i32,
+                dest_cpu: dest as i32,
+            },
+        }
+    }
+}

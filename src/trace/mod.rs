@@ -2,6 +2,7 @@
 //! merged stream they all produce.
 
 pub mod bytes;
+pub mod causal;
 pub mod decode;
 pub mod error;
 pub mod event;
@@ -37,6 +38,8 @@ pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use std::io::Read;
 use std::path::Path;
 
+use causal::Ordered;
+
 /// Opens a trace file by looking at its first bytes: trace.dat, perf.data, or one of
 /// the text forms. (Bundles are opened by `input::open`.)
 pub fn open(path: &Path) -> Result<Box<dyn EventSource>> {
@@ -58,17 +61,19 @@ pub fn open(path: &Path) -> Result<Box<dyn EventSource>> {
             "empty file, expected trace.dat, perf.data or trace text",
         ));
     }
+    // Every reader merges per-CPU buffers by timestamp; equal timestamps are then put in
+    // causal order.
     if tracedat::MAGIC.starts_with(head) || head.starts_with(&tracedat::MAGIC[..3]) {
-        return Ok(Box::new(tracedat::TraceDat::open(path)?));
+        return Ok(Box::new(Ordered::new(tracedat::TraceDat::open(path)?)));
     }
     if perfdata::PERF_MAGIC.starts_with(&head[..n.min(8)]) {
-        return Ok(Box::new(perfdata::PerfData::open(path)?));
+        return Ok(Box::new(Ordered::new(perfdata::PerfData::open(path)?)));
     }
     if head
         .iter()
         .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
     {
-        return Ok(Box::new(text::TextTrace::open(path)?));
+        return Ok(Box::new(Ordered::new(text::TextTrace::open(path)?)));
     }
     Err(TraceError::malformed(
         path,

@@ -589,6 +589,7 @@ impl EventSource for PerfData {
         ReadStats {
             lost: self.lost.clone(),
             unknown: self.unknown.clone(),
+            ties: None,
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct ReadStats {
     pub lost: Vec<LostWindow>,
     /// Events outside the model, by `system:name`.
     pub unknown: BTreeMap<String, u64>,
+    /// What putting equal-timestamp groups in causal order did, for sources read through
+    /// [`super::causal::Ordered`]; None for the others.
+    #[serde(default)]
+    pub ties: Option<super::causal::TieStats>,
 }
 
 /// A time-ordered stream of events.

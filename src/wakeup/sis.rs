@@ -176,7 +176,9 @@ pub fn select_idle_sibling(
     if w.waker_is_percpu_kthread
         && w.in_task
         && prev == w.waker_cpu
-        && m.cpus.get(prev as usize).is_some_and(|c| c.nr_running <= 1)
+        && m.cpus
+            .get(prev as usize)
+            .is_some_and(|c| c.nr_running() <= 1)
     {
         walk.note(|| format!("woken by a per-CPU kthread on prev {prev}: stacked there"));
         return done(prev, Path::Kthread, 0, k, walk);

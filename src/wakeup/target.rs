@@ -62,7 +62,7 @@ pub fn choose_target(m: &mut Machine, w: &Waking, explain: bool) -> Target {
             prev_idle: m.is_idle(prev),
             share_llc: m.topo.share_cache(waker_cpu, prev),
             sync,
-            this_nr_running: m.cpus.get(waker_cpu as usize).map_or(0, |c| c.nr_running),
+            this_nr_running: m.cpus.get(waker_cpu as usize).map_or(0, |c| c.nr_running()),
         };
         let load = |p: i32| m.tasks.get(&p).map_or(0, |t| t.avg.load_avg) as i64;
         let weight = WeightView {
@@ -123,7 +123,9 @@ pub fn note_recent_used(m: &mut Machine, pid: i32, wakee: &Wakee) {
         || (wakee.waker_is_percpu_kthread
             && wakee.in_task
             && prev == wakee.waker_cpu
-            && m.cpus.get(prev as usize).is_some_and(|c| c.nr_running <= 1));
+            && m.cpus
+                .get(prev as usize)
+                .is_some_and(|c| c.nr_running() <= 1));
     if !stops_early {
         if let Some(t) = m.tasks.get_mut(&pid) {
             t.recent_used_cpu = Some(prev);
