@@ -673,9 +673,9 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wakeup::target::{choose_target, Waking};
     use crate::trace::event::build::{migrate, switch, wakeup, waking};
     use crate::trace::Comm;
+    use crate::wakeup::target::{choose_target, Waking};
 
     fn machine(cpus: u32) -> Machine {
         Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
