@@ -4,8 +4,11 @@
 //! the group has an idle CPU, busy_factor 16 times that when it has none. So an LLC of G
 //! cores sees G updates per interval, not one. Each update reads the LLC's utilisation
 //! and idle count (what SIS_UTIL's update_idle_cpu_scan reads) and, with
-//! update_cpu_capacity, every CPU's capload (what CAS reads). Shared by decision replay
-//! and the simulator, so a policy's state evolves the same way in both.
+//! update_cpu_capacity, every CPU's capload (what CAS reads). Only the balancing
+//! group's own CPUs have their PELT signals brought up to date first, as
+//! run_rebalance_domains does for its CPU; the rest of the LLC is read as it stands.
+//! Shared by decision replay and the simulator, so a policy's state evolves the same
+//! way in both.
 //!
 //! The groups are the SMT cores; a cluster level (whose groups would be clusters) is not
 //! modelled.
@@ -112,8 +115,12 @@ impl Balancer {
             }
             let busy = !self.groups[gi].cpus.iter().any(|&c| m.is_idle(c));
             self.groups[gi].next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
+            // run_rebalance_domains updates the blocked averages of the balancing CPU
+            // only (update_blocked_averages(this_cpu)); the others' signals are read as
+            // their last update left them, and so is what their removed load still
+            // holds.
             let (llc_id, cpus) = &self.llcs[llc];
-            for &c in cpus {
+            for &c in &self.groups[gi].cpus {
                 m.refresh(c, now);
             }
             let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
@@ -140,5 +147,40 @@ impl Balancer {
             .filter_map(|g| g.next)
             .min()
             .unwrap_or(u64::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Topo;
+    use crate::trace::event::build::{migrate, switch, wakeup, waking};
+
+    /// Task 5 slept on CPU 1 and was pulled to CPU 0 by a wakeup: CPU 1 holds its load
+    /// as removed. CPU 0's group balances first (its phase comes first); that brings CPU
+    /// 0's signal up to date, not CPU 1's, whose removed load waits for its own update.
+    #[test]
+    fn a_balance_updates_its_own_cpus_only() {
+        const MS: u64 = 1_000_000;
+        let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(2), 2));
+        for e in [
+            switch(0, 1, 0, 0, 5),
+            switch(3 * MS, 1, 5, 1, 6),
+            switch(0, 0, 0, 0, 7),
+            waking(4 * MS, 0, 7, 5, 1),
+            migrate(4 * MS, 0, 5, 1, 0),
+            wakeup(4 * MS, 0, 7, 5, 0),
+        ] {
+            m.apply(&e);
+        }
+        assert_eq!(m.cpus[1].removed.nr, 1);
+        let mut b = Balancer::new(&m);
+        b.tick(&mut m, Vec::new(), 4 * MS);
+        // The LLC of 2 balances every 2 ms per idle group, CPU 0's group first.
+        b.tick(&mut m, Vec::new(), 6 * MS);
+        // (PELT time moves in 1024-ns steps.)
+        assert!(m.cpus[0].avg.last_update_ns > 6 * MS - 1024);
+        assert_eq!(m.cpus[1].removed.nr, 1);
+        assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
     }
 }
