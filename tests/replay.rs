@@ -127,16 +127,17 @@ fn a_running_wakee_is_not_replayed() {
 }
 
 /// The kernel's own choices on the committed hackbench traces of this machine (6.18,
-/// SIS_UTIL): agreement of the sis_util model. The trace.dat samples are small (2,107
-/// wakeups, 683 of them decided by wake_affine's load comparison, where the model is
-/// weakest), the captured bundles 99 K and 114 K wakeups.
+/// SIS_UTIL): agreement of the sis_util model. The trace.dat samples are small (2,089
+/// replayed wakeups, where always-prev does better: 98.7 %), the captured bundles 99 K
+/// and 114 K wakeups; the hackbench capture agrees at 97.2 % since forked tasks inherit
+/// their parent's wakee flips, over always-prev's 96.9 %.
 #[test]
 fn fidelity_on_the_committed_host_traces() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for (f, min_wakeups, min_pct) in [
         ("traces/samples/hackbench-v6.dat", 2000, 93.5),
         ("traces/samples/hackbench-v7-zstd.dat", 2000, 93.5),
-        ("traces/host/hackbench-g4-l2000", 90_000, 95.5),
+        ("traces/host/hackbench-g4-l2000", 90_000, 97.0),
         ("traces/host/pingpong-2pairs", 100_000, 99.5),
     ] {
         let p = root.join(f);
@@ -155,6 +156,9 @@ fn fidelity_on_the_committed_host_traces() {
         .unwrap();
         let fid = r.policies[0].fidelity.as_ref().unwrap();
         assert!(r.replayed > min_wakeups, "{f}: {}", r.replayed);
+        if f.ends_with("hackbench-g4-l2000") {
+            assert!(fid.agree > fid.always_prev, "{f}");
+        }
         assert!(
             fid.agreement_pct() >= min_pct,
             "{f}: {:.2}%",

@@ -40,9 +40,10 @@ fn kernel_fidelity(r: &ReplayResult) -> &sisreplay::metrics::Fidelity {
 }
 
 /// Minimum agreement per topology and workload, a little under what was measured:
-/// ping-pong pairs 96.9-99.0 % (perf backend 93.8 %), hackbench 86.9-88.6 % on the NUMA
-/// guest and 67.5-69.9 % on 2x4, where wake_affine's load comparison decides half the
-/// wakeups and agrees about half the time (the closing note of the rig says more).
+/// ping-pong pairs 96.9-99.0 % (perf backend 94.1 %), hackbench 93.6-95.5 % on the NUMA
+/// guest (since load moved at wakeup migration stays on the old CPU until its next
+/// update, as in the kernel) and 72.0-73.7 % on 2x4, where wake_wide turns on wakee flips
+/// the workload inherited before the trace began (the README's rig section says more).
 #[test]
 fn each_feature_setting_is_replayed_with_its_own_policy() {
     for topology in ["2x4", "2x4x2-numa"] {
@@ -61,8 +62,8 @@ fn each_feature_setting_is_replayed_with_its_own_policy() {
                 assert!(r.replayed > 10_000, "{name}: {}", r.replayed);
                 let f = kernel_fidelity(&r);
                 let min = match (workload, topology) {
-                    ("hackbench", "2x4") => 65.0,
-                    ("hackbench", _) => 85.0,
+                    ("hackbench", "2x4") => 71.0,
+                    ("hackbench", _) => 93.0,
                     _ => min_pct,
                 };
                 assert!(
@@ -70,6 +71,13 @@ fn each_feature_setting_is_replayed_with_its_own_policy() {
                     "{name}: {:.2}% < {min}",
                     f.agreement_pct()
                 );
+                if (workload, topology) == ("hackbench", "2x4x2-numa") {
+                    // Cross-LLC placements predicted within 6 % of those recorded
+                    // (measured: +0.5 .. +5.4 %), and above both baselines.
+                    let (rec, pred) = (f.recorded_cross_llc, f.predicted_cross_llc);
+                    assert!(rec.abs_diff(pred) * 100 <= 6 * rec, "{name}: {rec} {pred}");
+                    assert!(f.agree > f.always_prev.max(f.always_waker), "{name}");
+                }
                 if workload == "pingpong" {
                     // Cross-LLC placements predicted within 5 of those recorded.
                     assert!(
@@ -101,15 +109,19 @@ fn hackbench_probes_measure_the_search() {
     }
 }
 
-/// The perf backend in the guest, with the same probes, gives the same structure.
+/// The perf backend in the guest, with the same probes, gives the same structure. Its
+/// capture starts its own threads inside the trace, so the wakee flips hackbench inherits
+/// are seen, and hackbench agrees at 94.0 %, over always-prev (93.2 %).
 #[test]
 fn perf_backend_rig_bundles() {
-    for (workload, min) in [("pingpong", 92.0), ("hackbench", 65.0)] {
+    for (workload, min) in [("pingpong", 93.5), ("hackbench", 93.5)] {
         let name = format!("rig-2x4-{workload}-sis_util-perf");
         let r = replay_bundle(&rig("2x4", &name), &[]);
         assert_eq!(r.as_kernel, "sis_util");
         assert_eq!(r.probed_selections, r.replayed, "{name}");
-        assert!(kernel_fidelity(&r).agreement_pct() >= min, "{name}");
+        let f = kernel_fidelity(&r);
+        assert!(f.agreement_pct() >= min, "{name}");
+        assert!(f.agree > f.always_prev.max(f.always_waker), "{name}");
     }
 }
 
