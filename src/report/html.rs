@@ -679,12 +679,7 @@ fn verdict_section(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</ul>");
-    let label = |trace: &str| {
-        r.traces
-            .iter()
-            .position(|t| t.name == trace)
-            .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
-    };
+    let label = |trace: &str| super::trace_label(r, trace);
     let _ = writeln!(
         o,
         "<p>Each arm against {}: the change in the metric's mean with its 95 % interval \
@@ -723,27 +718,7 @@ fn verdict_section(o: &mut String, r: &Report) {
     }
     let _ = writeln!(o, "</tbody></table></div>");
     // What did not change at all, one line per arm, and the arms that cannot differ.
-    let mut notes = Vec::new();
-    for arm in &c.arms[1..] {
-        let same: Vec<String> = r
-            .verdicts
-            .iter()
-            .filter(|v| &v.arm == arm && v.word == "identical")
-            .map(|v| format!("{} {}", label(&v.trace), v.metric.short()))
-            .collect();
-        if !same.is_empty() {
-            notes.push(format!("{arm} identical: {}", same.join(", ")));
-        }
-    }
-    for (i, t) in r.traces.iter().enumerate() {
-        for arm in super::arms_that_cannot_differ(r, &t.name) {
-            notes.push(format!(
-                "{arm} cannot differ from {} on T{} (identical in every metric)",
-                c.arms[0],
-                i + 1
-            ));
-        }
-    }
+    let notes = super::unchanged_notes(r);
     if !notes.is_empty() {
         let _ = writeln!(o, "<ul>");
         for n in notes {

@@ -74,6 +74,42 @@ fn verdict_word(v: &Verdict) -> &'static str {
     }
 }
 
+/// The label of a trace in the verdict: T1, T2, ... in the report's order.
+pub fn trace_label(r: &Report, trace: &str) -> String {
+    r.traces
+        .iter()
+        .position(|t| t.name == trace)
+        .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
+}
+
+/// Under the verdict: per arm, the metrics it left identical, and the arms that cannot
+/// differ from the baseline on a trace at all.
+pub fn unchanged_notes(r: &Report) -> Vec<String> {
+    let c = &r.comparison;
+    let mut notes = Vec::new();
+    for arm in &c.arms[1..] {
+        let same: Vec<String> = r
+            .verdicts
+            .iter()
+            .filter(|v| &v.arm == arm && v.word == "identical")
+            .map(|v| format!("{} {}", trace_label(r, &v.trace), v.metric.short()))
+            .collect();
+        if !same.is_empty() {
+            notes.push(format!("{arm} identical: {}", same.join(", ")));
+        }
+    }
+    for (i, t) in r.traces.iter().enumerate() {
+        for arm in arms_that_cannot_differ(r, &t.name) {
+            notes.push(format!(
+                "{arm} cannot differ from {} on T{} (identical in every metric)",
+                c.arms[0],
+                i + 1
+            ));
+        }
+    }
+    notes
+}
+
 /// The arms that decided exactly as the baseline in every metric of `trace` (as
 /// no_limit and SIS_PROP do on an LLC too small for their budgets to differ).
 pub fn arms_that_cannot_differ<'a>(r: &'a Report, trace: &str) -> Vec<&'a str> {

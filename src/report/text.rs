@@ -74,12 +74,7 @@ pub fn render(r: &Report) -> String {
             c.test
         ))
     );
-    let label = |trace: &str| {
-        r.traces
-            .iter()
-            .position(|t| t.name == trace)
-            .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
-    };
+    let label = |trace: &str| super::trace_label(r, trace);
     for v in r.verdicts.iter().filter(|v| v.word != "identical") {
         let interval = v
             .change_interval_pct
@@ -96,34 +91,9 @@ pub fn render(r: &Report) -> String {
         );
         let _ = writeln!(o, "{}", fit(&line));
     }
-    // What did not change at all, one line per arm.
-    for arm in &c.arms[1..] {
-        let same: Vec<String> = r
-            .verdicts
-            .iter()
-            .filter(|v| &v.arm == arm && v.word == "identical")
-            .map(|v| format!("{} {}", label(&v.trace), v.metric.short()))
-            .collect();
-        if !same.is_empty() {
-            let _ = writeln!(
-                o,
-                "{}",
-                fit(&format!("  {arm} identical: {}", same.join(", ")))
-            );
-        }
-    }
-    for (i, t) in r.traces.iter().enumerate() {
-        for arm in super::arms_that_cannot_differ(r, &t.name) {
-            let _ = writeln!(
-                o,
-                "{}",
-                fit(&format!(
-                    "  {arm} cannot differ from {} on T{} (identical in every metric)",
-                    c.arms[0],
-                    i + 1
-                ))
-            );
-        }
+    // What did not change at all, one line per arm, and the arms that cannot differ.
+    for n in super::unchanged_notes(r) {
+        let _ = writeln!(o, "{}", fit(&format!("  {n}")));
     }
     let _ = writeln!(o);
     o.push_str(&crate::compare::text::render(c));
