@@ -257,7 +257,12 @@ trait Recording {
 
 struct TracefsRecording {
     inst: tracefs::Instance,
+    /// Started once tracing is on, as the perf backend's are: starting a thread wakes it
+    /// from this one, and those wakeups count in this thread's wakee_flips, which a
+    /// workload forked from it inherits and keeps (wake_wide reads them). In the trace,
+    /// the model sees them.
     readers: Vec<tracefs::Reader>,
+    spool_dir: PathBuf,
     drain: Arc<AtomicBool>,
     cpus: Vec<u32>,
     layout: crate::trace::format::PageLayout,
@@ -269,7 +274,19 @@ struct TracefsRecording {
 
 impl Recording for TracefsRecording {
     fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError> {
-        self.inst.set_tracing(on)
+        self.inst.set_tracing(on)?;
+        if on && self.readers.is_empty() {
+            for &c in &self.cpus {
+                self.readers.push(tracefs::Reader::start(
+                    c,
+                    self.inst.pipe(c),
+                    self.spool_dir.join(format!("cpu{c}.pages")),
+                    self.layout.page_size(),
+                    self.drain.clone(),
+                )?);
+            }
+        }
+        Ok(())
     }
     fn progress(&self) -> Option<(u64, u64)> {
         let (mut events, mut lost) = (0, 0);
@@ -376,19 +393,10 @@ fn start_tracefs(
     inst.enable(&events)?;
     let cpus = online_cpus();
     let drain = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for &c in &cpus {
-        readers.push(tracefs::Reader::start(
-            c,
-            inst.pipe(c),
-            spool_dir.join(format!("cpu{c}.pages")),
-            layout.page_size(),
-            drain.clone(),
-        )?);
-    }
     Ok(Box::new(TracefsRecording {
         inst,
-        readers,
+        readers: Vec::new(),
+        spool_dir: spool_dir.into(),
         drain,
         cpus,
         layout,
