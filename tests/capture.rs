@@ -166,6 +166,20 @@ fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>,
         }
     }
     assert!(cap["search_latency"]["why"].as_str().unwrap().len() > 10);
+    // The capture starts its reader threads (one per CPU) once tracing is on, in both
+    // backends, so what its main thread does to start them is in the trace: the workload
+    // forked from that thread inherits its wakee flips, and the model sees them.
+    let own_threads = evs
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, EventKind::Fork { parent_comm, child_comm, .. }
+            if parent_comm.to_string() == "sisreplay" && child_comm.to_string() == "sisreplay")
+        })
+        .count();
+    assert!(
+        own_threads >= cpus.len(),
+        "{backend}: {own_threads} threads forked in the trace"
+    );
     let hackbench_forks = evs
         .iter()
         .filter(|e| matches!(&e.kind, EventKind::Fork { parent_comm, .. } if parent_comm.to_string() == "hackbench"))

@@ -288,7 +288,12 @@ trait Recording {
 struct TracefsRecording {
     /// Taken by stop; dropped (removed) after the readers have closed its pipes.
     inst: Option<tracefs::Instance>,
+    /// Started once tracing is on, as the perf backend's are: starting a thread wakes it
+    /// from this one, and those wakeups count in this thread's wakee_flips, which a
+    /// workload forked from it inherits and keeps (wake_wide reads them). In the trace,
+    /// the model sees them.
     readers: Vec<tracefs::Reader>,
+    spool_dir: PathBuf,
     drain: Arc<AtomicBool>,
     cpus: Vec<u32>,
     layout: crate::trace::format::PageLayout,
@@ -318,7 +323,20 @@ impl TracefsRecording {
 
 impl Recording for TracefsRecording {
     fn set_tracing(&mut self, on: bool) -> Result<(), CaptureError> {
-        self.inst().set_tracing(on)
+        self.inst().set_tracing(on)?;
+        if on && self.readers.is_empty() {
+            for &c in &self.cpus {
+                let r = tracefs::Reader::start(
+                    c,
+                    self.inst().pipe(c),
+                    self.spool_dir.join(format!("cpu{c}.pages")),
+                    self.layout.page_size(),
+                    self.drain.clone(),
+                )?;
+                self.readers.push(r);
+            }
+        }
+        Ok(())
     }
     fn progress(&self) -> Option<(u64, u64)> {
         let (mut events, mut lost) = (0, 0);
@@ -425,27 +443,17 @@ fn start_tracefs(
     let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
     inst.enable(&events)?;
     let cpus = online_cpus();
-    // Made before the readers start, so that one failing to start stops the others.
-    let mut rec = Box::new(TracefsRecording {
+    let rec = Box::new(TracefsRecording {
         inst: Some(inst),
         readers: Vec::new(),
+        spool_dir: spool_dir.into(),
         drain: Arc::new(AtomicBool::new(false)),
-        cpus: cpus.clone(),
+        cpus,
         layout,
         decoder: Arc::new(Decoder::new(&formats, cfg!(target_endian = "big"))),
         _probes: probes,
         _mount: mount,
     });
-    for &c in &cpus {
-        let r = tracefs::Reader::start(
-            c,
-            rec.inst().pipe(c),
-            spool_dir.join(format!("cpu{c}.pages")),
-            layout.page_size(),
-            rec.drain.clone(),
-        )?;
-        rec.readers.push(r);
-    }
     Ok(rec)
 }
 
