@@ -135,7 +135,11 @@ fn hackbench_captured_with_the_captures_threads_in_the_trace() {
         assert_eq!(r.as_kernel, setting, "{name}");
         assert_eq!(r.probed_selections, r.replayed, "{name}");
         let f = kernel_fidelity(&r);
-        assert!(f.agreement_pct() >= 91.5, "{name}: {:.2}%", f.agreement_pct());
+        assert!(
+            f.agreement_pct() >= 91.5,
+            "{name}: {:.2}%",
+            f.agreement_pct()
+        );
         assert!(f.agree > f.always_prev.max(f.always_waker), "{name}");
         assert!(f.by_affine["wake_wide"].0 * 2 > f.decisions, "{name}");
     }
