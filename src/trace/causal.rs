@@ -235,11 +235,6 @@ impl TieOrder {
         self.flush(out);
     }
 
-    /// Whether an event is held back, waiting for its group to close.
-    pub fn holding(&self) -> bool {
-        !self.group.is_empty()
-    }
-
     fn flush(&mut self, out: &mut impl Extend<Event>) {
         let first_cpu = match self.group.first() {
             Some(e) => e.cpu,
