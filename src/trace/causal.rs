@@ -18,6 +18,7 @@
 //! order, so that its events are consistent, preferring the merged order, and counts what
 //! it could not fix.
 
+use crate::abi::{EXIT_DEAD, EXIT_ZOMBIE, PREEMPTED};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -124,7 +125,10 @@ impl Causal {
                 ..
             } => {
                 // A task switched out dead (X or Z) is gone; its pid may come back.
-                if *prev_pid != 0 && prev_state & 0x30 != 0 && prev_state & 0x100 == 0 {
+                if *prev_pid != 0
+                    && prev_state & (EXIT_DEAD | EXIT_ZOMBIE) != 0
+                    && prev_state & PREEMPTED == 0
+                {
                     let old = self.tasks.remove(prev_pid);
                     if let Some(u) = undo.as_mut() {
                         u.push(Undo::Task(*prev_pid, old));
