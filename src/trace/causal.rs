@@ -18,7 +18,6 @@
 //! order, so that its events are consistent, preferring the merged order, and counts what
 //! it could not fix.
 
-use crate::abi::{EXIT_DEAD, EXIT_ZOMBIE, PREEMPTED};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -27,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::event::{Event, EventKind};
 use super::stream::{EventSource, ReadStats, SourceInfo};
 use super::Result;
+use crate::abi::{EXIT_DEAD, EXIT_ZOMBIE, PREEMPTED};
 
 /// What re-ordering the equal-timestamp groups of a stream did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
