@@ -187,43 +187,63 @@ impl Topology {
                 format!("line {} column {}: {e}", e.line(), e.column()),
             )
         })?;
-        t.validate().map_err(|w| bad(path.display(), w))?;
+        t.validate()
+            .map_err(|w| bad(path.display(), w.to_string()))?;
         Ok(t)
     }
 
     /// Every CPU listed once, and every sibling named is a listed CPU.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidTopology> {
         let mut seen = std::collections::BTreeSet::new();
         for c in &self.cpus {
             if c.cpu >= crate::trace::MAX_CPUS {
-                return Err(format!(
-                    "CPU {} is beyond the {} CPUs a kernel can have (NR_CPUS)",
-                    c.cpu,
-                    crate::trace::MAX_CPUS
-                ));
+                return Err(InvalidTopology::BeyondNrCpus(c.cpu));
             }
             if !seen.insert(c.cpu) {
-                return Err(format!("CPU {} is listed twice", c.cpu));
+                return Err(InvalidTopology::ListedTwice(c.cpu));
             }
         }
         for c in &self.cpus {
-            for s in &c.smt_siblings {
-                if !seen.contains(s) {
-                    return Err(format!(
-                        "CPU {} names SMT sibling {s}, which is not listed",
-                        c.cpu
-                    ));
-                }
+            if let Some(&sibling) = c.smt_siblings.iter().find(|s| !seen.contains(s)) {
+                return Err(InvalidTopology::UnlistedSibling {
+                    cpu: c.cpu,
+                    sibling,
+                });
             }
             if !c.smt_siblings.contains(&c.cpu) {
-                return Err(format!("CPU {}'s smt_siblings must include itself", c.cpu));
+                return Err(InvalidTopology::NotOwnSibling(c.cpu));
             }
         }
         if self.cpus.is_empty() {
-            return Err("no CPUs".into());
+            return Err(InvalidTopology::NoCpus);
         }
         Ok(())
     }
+}
+
+/// Why a topology cannot describe a machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTopology {
+    /// A CPU number no kernel can have.
+    #[error("CPU {0} is beyond the {max} CPUs a kernel can have (NR_CPUS)", max = crate::trace::MAX_CPUS)]
+    BeyondNrCpus(u32),
+    /// The same CPU number appears twice.
+    #[error("CPU {0} is listed twice")]
+    ListedTwice(u32),
+    /// An SMT sibling that is not one of the listed CPUs.
+    #[error("CPU {cpu} names SMT sibling {sibling}, which is not listed")]
+    UnlistedSibling {
+        /// The CPU whose sibling list is wrong.
+        cpu: u32,
+        /// The sibling it names.
+        sibling: u32,
+    },
+    /// The kernel's sibling masks include the CPU itself.
+    #[error("CPU {0}'s smt_siblings must include itself")]
+    NotOwnSibling(u32),
+    /// A machine without CPUs.
+    #[error("no CPUs")]
+    NoCpus,
 }
 
 #[cfg(test)]

@@ -401,7 +401,8 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
     // Positions of errors past this point are the fields', not the text's.
     let meta: Meta = serde_json::from_value(value).map_err(|e| berr(&p, e.to_string()))?;
     // Per-CPU tables are sized by these: hold them to what a kernel can have.
-    crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus").map_err(|w| berr(&p, w))?;
+    crate::trace::check_cpu_count(meta.nr_cpus as u64, "nr_cpus")
+        .map_err(|w| berr(&p, w.to_string()))?;
     if let Some(c) = meta
         .topology
         .cpus

@@ -17,11 +17,10 @@ pub const OBSERVED: &str = "(observed)";
 
 /// Writes `results/replay.json` and `results/replay-windows.parquet` under `bundle`,
 /// each through a temporary name, so a reader never sees half a file.
-pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
+pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, atomic::WriteError> {
     let dir = bundle.join("results");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let text = serde_json::to_string_pretty(r).expect("serialises");
-    atomic::write(&dir.join("replay.json"), (text + "\n").as_bytes()).map_err(|e| e.to_string())?;
+    atomic::write(&dir.join("replay.json"), (text + "\n").as_bytes())?;
 
     let cols: [&str; 15] = [
         "window_start_ns",
@@ -84,12 +83,12 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, String> {
             .into_iter()
             .map(|v| Arc::new(UInt64Array::from(v)) as ArrayRef),
     );
-    let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| e.to_string())?;
+    let batch =
+        RecordBatch::try_new(schema.clone(), arrays).expect("one array per column of the schema");
     atomic::write_with(&dir.join("replay-windows.parquet"), |f| {
         let mut w = ArrowWriter::try_new(f, schema, None).map_err(std::io::Error::other)?;
         w.write(&batch).map_err(std::io::Error::other)?;
         w.close().map(drop).map_err(std::io::Error::other)
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     Ok(dir)
 }

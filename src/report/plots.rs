@@ -32,33 +32,31 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Draws into a fresh SVG of the given size; a drawing error (which the SVG backend
 /// only raises on impossible geometry) yields an SVG saying so rather than no figure.
-fn svg(w: u32, h: u32, draw: impl FnOnce(&Area) -> Result<(), String>) -> String {
+fn svg(w: u32, h: u32, draw: impl FnOnce(&Area) -> Result<(), PlotError>) -> String {
     let mut out = String::new();
     let result = {
         let root = SVGBackend::with_string(&mut out, (w, h)).into_drawing_area();
         root.fill(&WHITE)
-            .map_err(|e| e.to_string())
             .and_then(|_| draw(&root))
-            .and_then(|_| root.present().map_err(|e| e.to_string()))
+            .and_then(|_| root.present())
     };
     match result {
         Ok(()) => out,
         Err(e) => format!(
             "<svg width=\"{w}\" height=\"40\"><text x=\"4\" y=\"20\">plot failed: {}</text></svg>",
-            super::html::escape(&e)
+            super::html::escape(&e.to_string())
         ),
     }
 }
 
-fn e2s<E: std::fmt::Debug>(e: E) -> String {
-    format!("{e:?}")
-}
+/// What drawing on the SVG backend can fail with.
+type PlotError = DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>;
 
 /// The series' legend, boxed over the plot at `at`.
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
+fn legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
     at: SeriesLabelPosition,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     chart
         .configure_series_labels()
         .position(at)
@@ -66,7 +64,6 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(e2s)
 }
 
 /// One group of bars per category, one bar per series, with a legend.
@@ -91,15 +88,14 @@ fn category_chart<'a, 'b>(
     root: &'a Area<'b>,
     b: &Bars,
     y: std::ops::Range<f64>,
-) -> Result<Chart<'a, 'b>, String> {
+) -> Result<Chart<'a, 'b>, PlotError> {
     let n = b.categories.len().max(1);
     let mut chart = ChartBuilder::on(root)
         .caption(b.title, (FONT, 18))
         .margin(12)
         .x_label_area_size(52)
         .y_label_area_size(64)
-        .build_cartesian_2d(0f64..n as f64, y)
-        .map_err(e2s)?;
+        .build_cartesian_2d(0f64..n as f64, y)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -109,18 +105,16 @@ fn category_chart<'a, 'b>(
         .axis_desc_style((FONT, 14))
         .label_style((FONT, 13))
         .light_line_style(WHITE)
-        .draw()
-        .map_err(e2s)?;
+        .draw()?;
     Ok(chart)
 }
 
 /// Each category's label under its slot, in pixels below the x axis at `y0`.
-fn category_labels(root: &Area, chart: &Chart, b: &Bars, y0: f64) -> Result<(), String> {
+fn category_labels(root: &Area, chart: &Chart, b: &Bars, y0: f64) -> Result<(), PlotError> {
     let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (i, label) in b.categories.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(i as f64 + 0.5, y0));
-        root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))
-            .map_err(e2s)?;
+        root.draw(&Text::new(label.clone(), (px, py + 6), style.clone()))?;
     }
     Ok(())
 }
@@ -142,8 +136,7 @@ pub fn grouped_bars(b: &Bars) -> String {
                 .draw_series(values.iter().enumerate().map(|(i, &v)| {
                     let x0 = i as f64 + 0.1 + si as f64 * width;
                     Rectangle::new([(x0, 0.0), (x0 + width * 0.92, v)], c.filled())
-                }))
-                .map_err(e2s)?
+                }))?
                 .label(name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         }
@@ -178,15 +171,12 @@ pub fn curves(b: &Bars) -> String {
                 .map(|(i, &v)| (i as f64 + 0.5, v))
                 .collect();
             chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))
-                .map_err(e2s)?
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))?
                 .label(name.as_str())
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 14, y)], c.stroke_width(width))
                 });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 2 + width, c.filled())))
-                .map_err(e2s)?;
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 2 + width, c.filled())))?;
         }
         let y0 = chart.y_range().start;
         category_labels(root, &chart, b, y0)?;
@@ -210,8 +200,7 @@ pub fn cdf(title: &str, x_desc: &str, series: &[(String, Vec<(f64, f64)>)]) -> S
             .margin(12)
             .x_label_area_size(52)
             .y_label_area_size(64)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..100.0)
-            .map_err(e2s)?;
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..100.0)?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
@@ -220,14 +209,12 @@ pub fn cdf(title: &str, x_desc: &str, series: &[(String, Vec<(f64, f64)>)]) -> S
             .label_style((FONT, 13))
             .light_line_style(WHITE)
             .x_label_formatter(&|v| format!("{v:.0}"))
-            .draw()
-            .map_err(e2s)?;
+            .draw()?;
         for (si, (name, pts)) in series.iter().enumerate() {
             let c = color(si);
             let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x.max(lo), 100.0 * y)).collect();
             chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(e2s)?
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
                 .label(name.as_str())
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], c.stroke_width(2)));
         }
@@ -284,15 +271,13 @@ pub fn topology(t: &Topology) -> String {
             root.draw(&Rectangle::new(
                 [(4, y), (width as i32 - 4, y + pkg_h)],
                 ShapeStyle::from(&RGBColor(60, 60, 60)).stroke_width(2),
-            ))
-            .map_err(e2s)?;
+            ))?;
             let nodes: Vec<String> = nodes.iter().map(u32::to_string).collect();
             root.draw(&Text::new(
                 format!("package {pkg} · NUMA node {}", nodes.join(", ")),
                 (14, y + 10),
                 font(15),
-            ))
-            .map_err(e2s)?;
+            ))?;
             let mut ly = y + 34;
             for (llc, cores) in llcs {
                 let rows = cores.len().div_ceil(cores_per_row);
@@ -300,15 +285,13 @@ pub fn topology(t: &Topology) -> String {
                 root.draw(&Rectangle::new(
                     [(14, ly), (width as i32 - 14, ly + h)],
                     color(0).mix(0.12).filled(),
-                ))
-                .map_err(e2s)?;
+                ))?;
                 let ncpu: usize = cores.values().map(Vec::len).sum();
                 root.draw(&Text::new(
                     format!("LLC {llc}: {} cores, {ncpu} CPUs", cores.len()),
                     (22, ly + 8),
                     font(13),
-                ))
-                .map_err(e2s)?;
+                ))?;
                 for (i, (_, cpus)) in cores.iter().enumerate() {
                     let (r, col) = (i / cores_per_row, i % cores_per_row);
                     let x0 = 22 + col as i32 * (core_w + 6);
@@ -316,20 +299,17 @@ pub fn topology(t: &Topology) -> String {
                     root.draw(&Rectangle::new(
                         [(x0, y0), (x0 + core_w, y0 + core_h)],
                         WHITE.filled(),
-                    ))
-                    .map_err(e2s)?;
+                    ))?;
                     root.draw(&Rectangle::new(
                         [(x0, y0), (x0 + core_w, y0 + core_h)],
                         ShapeStyle::from(&color(0)).stroke_width(1),
-                    ))
-                    .map_err(e2s)?;
+                    ))?;
                     let label: Vec<String> = cpus.iter().map(u32::to_string).collect();
                     root.draw(&Text::new(
                         label.join(" "),
                         (x0 + core_w / 2, y0 + core_h / 2),
                         font(13).pos(Pos::new(HPos::Center, VPos::Center)),
-                    ))
-                    .map_err(e2s)?;
+                    ))?;
                 }
                 ly += h + 8;
             }
@@ -363,8 +343,7 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(64)
-            .build_cartesian_2d(0f64..span_us, 0f64..rows as f64)
-            .map_err(e2s)?;
+            .build_cartesian_2d(0f64..span_us, 0f64..rows as f64)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -374,29 +353,22 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
             .axis_desc_style((FONT, 14))
             .label_style((FONT, 13))
             .light_line_style(WHITE)
-            .draw()
-            .map_err(e2s)?;
+            .draw()?;
         let c = color(0);
         for (row, (_, busy)) in cpus.iter().enumerate() {
             let y = rows as f64 - row as f64 - 1.0;
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, y + 0.15), (span_us, y + 0.85)],
-                    RGBColor(235, 235, 235).filled(),
-                )))
-                .map_err(e2s)?;
-            chart
-                .draw_series(
-                    coalesce(busy, span_ns / (2 * W as u64))
-                        .into_iter()
-                        .map(|(a, b)| {
-                            Rectangle::new(
-                                [(a as f64 / 1000.0, y + 0.15), (b as f64 / 1000.0, y + 0.85)],
-                                c.filled(),
-                            )
-                        }),
-                )
-                .map_err(e2s)?;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.15), (span_us, y + 0.85)],
+                RGBColor(235, 235, 235).filled(),
+            )))?;
+            chart.draw_series(coalesce(busy, span_ns / (2 * W as u64)).into_iter().map(
+                |(a, b)| {
+                    Rectangle::new(
+                        [(a as f64 / 1000.0, y + 0.15), (b as f64 / 1000.0, y + 0.85)],
+                        c.filled(),
+                    )
+                },
+            ))?;
         }
         let style =
             TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
@@ -407,8 +379,7 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
                 format!("CPU {cpu}"),
                 (px - 6, py),
                 style.clone(),
-            ))
-            .map_err(e2s)?;
+            ))?;
         }
         Ok(())
     })

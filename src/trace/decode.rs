@@ -92,13 +92,23 @@ pub struct Decoder {
     names: Vec<Option<String>>,
 }
 
-fn find(fmt: &EventFormat, name: &str) -> Result<Loc, String> {
-    fmt.field(name)
-        .map(Loc::of)
-        .ok_or_else(|| format!("{}:{} has no field `{name}`", fmt.system, fmt.name))
+/// A model event whose format lacks a field the model reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{event} has no field `{field}`")]
+struct MissingField {
+    /// `system:name` of the event.
+    event: String,
+    field: &'static str,
 }
 
-fn layout_for(fmt: &EventFormat, t: EventType) -> Result<Layout, String> {
+fn find(fmt: &EventFormat, field: &'static str) -> Result<Loc, MissingField> {
+    fmt.field(field).map(Loc::of).ok_or_else(|| MissingField {
+        event: format!("{}:{}", fmt.system, fmt.name),
+        field,
+    })
+}
+
+fn layout_for(fmt: &EventFormat, t: EventType) -> Result<Layout, MissingField> {
     let f = |n| find(fmt, n);
     Ok(match t {
         EventType::SchedSwitch => Layout::Switch {

@@ -23,15 +23,27 @@ pub use error::{Position, Result, TraceError};
 pub const MAX_CPUS: u32 = 8192;
 
 /// Checks a CPU count a file claims against [`MAX_CPUS`]; `what` names the field.
-pub fn check_cpu_count(n: u64, what: &str) -> std::result::Result<u32, String> {
+pub fn check_cpu_count(n: u64, what: &str) -> std::result::Result<u32, BadCpuCount> {
     if n == 0 || n > MAX_CPUS as u64 {
-        Err(format!(
-            "{what} says {n} CPUs; a kernel has 1 to {MAX_CPUS} (NR_CPUS at most)"
-        ))
+        Err(BadCpuCount {
+            field: what.to_string(),
+            claimed: n,
+        })
     } else {
         Ok(n as u32)
     }
 }
+
+/// A CPU count outside what a kernel can have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} says {claimed} CPUs; a kernel has 1 to {MAX_CPUS} (NR_CPUS at most)")]
+pub struct BadCpuCount {
+    /// The header field that claims it.
+    pub field: String,
+    /// The count claimed.
+    pub claimed: u64,
+}
+
 pub use event::{Comm, Event, EventKind, EventType, Wake};
 pub use stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 

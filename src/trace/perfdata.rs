@@ -156,8 +156,9 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
         f.read_exact(&mut d).map_err(|e| TraceError::io(path, e))?;
         for (at, what) in [(0usize, "available"), (4, "online")] {
             let n = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
-            super::check_cpu_count(n as u64, &format!("the NRCPUS header ({what})"))
-                .map_err(|w| TraceError::malformed(path, Position::Offset(off + at as u64), w))?;
+            super::check_cpu_count(n as u64, &format!("the NRCPUS header ({what})")).map_err(
+                |w| TraceError::malformed(path, Position::Offset(off + at as u64), w.to_string()),
+            )?;
         }
     }
     Ok((u64_at(40), u64_at(48)))

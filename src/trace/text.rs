@@ -444,7 +444,9 @@ impl TextTrace {
                         let pos = Position::Line(t.ahead.len() as u64 + 1);
                         let n = num::<u64>(n)
                             .ok_or_else(|| format!("CPU count {n:?} is not a number"))
-                            .and_then(|n| super::check_cpu_count(n, "the header"))
+                            .and_then(|n| {
+                                super::check_cpu_count(n, "the header").map_err(|e| e.to_string())
+                            })
                             .map_err(|what| TraceError::malformed(path, pos, what))?;
                         t.info.nr_cpus = Some(n);
                         if buffers {
@@ -520,7 +522,7 @@ impl EventSource for TextTrace {
             if let Some(n) = t.strip_prefix("cpus=") {
                 let n = num::<u64>(n.trim())
                     .ok_or_else(|| format!("CPU count {n:?} is not a number"))
-                    .and_then(|n| super::check_cpu_count(n, "cpus="))
+                    .and_then(|n| super::check_cpu_count(n, "cpus=").map_err(|e| e.to_string()))
                     .map_err(|what| self.error(what))?;
                 self.info.nr_cpus = Some(n);
                 self.buffers = Some(n);
