@@ -377,14 +377,31 @@ pub struct RerunOptions {
 /// Fewer samples than this of a latency in the trace leave the model's default.
 const MIN_SAMPLES: u64 = 50;
 
+/// Why a bundle could not be re-run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// The bundle cannot be opened.
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    /// Its events cannot be read.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// A policy or the machine cannot be simulated.
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+    /// A re-run's bundle cannot be written.
+    #[error(transparent)]
+    Output(#[from] crate::synth::steps::SynthError),
+}
+
 /// Re-runs the bundle's tasks under each policy (the traced kernel's added first).
-pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
-    let mut b = Bundle::open(&o.bundle).map_err(|e| e.to_string())?;
+pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
+    let mut b = Bundle::open(&o.bundle)?;
     let traced_policy = crate::replay::traced_policy_of(&b.meta).to_string();
     let topology = b.meta.topology.clone();
     let nr_cpus = b.meta.nr_cpus;
     let mut events = Vec::with_capacity(b.meta.events as usize);
-    while let Some(e) = b.next_event().map_err(|e| e.to_string())? {
+    while let Some(e) = b.next_event()? {
         events.push(e);
     }
     let topo = Topo::new(&topology, nr_cpus);
@@ -415,7 +432,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
     };
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
-    let sims = parallel::map(&policies, o.jobs, |policy| -> Result<_, String> {
+    let sims = parallel::map(&policies, o.jobs, |policy| -> Result<_, SimulateError> {
         let sim = Sim::new(
             workload.clone(),
             SimOptions {
@@ -424,8 +441,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, String> {
                 record: true,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let (result, events) = sim.run();
         let stats = RunStats::of(&events, &topo);
         let events = o.out_dir.is_some().then_some(events);

@@ -274,10 +274,53 @@ pub fn add_housekeeping(w: &mut Workload, cpus: &[u32]) {
     }
 }
 
+/// Why a workload named on the command line cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// A parameter without `=`.
+    #[error("workload {spec:?}: expected key=value after ':', got {part:?}")]
+    NotKeyValue {
+        /// The workload as named.
+        spec: String,
+        /// The part after a `:` that is not `key=value`.
+        part: String,
+    },
+    /// A parameter whose value is not a positive integer.
+    #[error("workload {spec:?}: {key} must be a positive integer")]
+    NotPositive {
+        /// The workload as named.
+        spec: String,
+        /// The parameter.
+        key: String,
+    },
+    /// A parameter the workload does not take.
+    #[error("workload {spec:?}: unknown parameter {key:?} ({})", takes(allowed))]
+    UnknownParameter {
+        /// The workload as named.
+        spec: String,
+        /// The parameter.
+        key: String,
+        /// The parameters it takes.
+        allowed: &'static [&'static str],
+    },
+    /// No workload of that name.
+    #[error("unknown workload {0:?}; known: {known}", known = WORKLOADS.iter().map(|w| w.name).collect::<Vec<_>>().join(", "))]
+    Unknown(String),
+}
+
+/// "it takes fds", or "it takes none".
+fn takes(allowed: &[&str]) -> String {
+    if allowed.is_empty() {
+        "it takes none".into()
+    } else {
+        format!("it takes {}", allowed.join(", "))
+    }
+}
+
 /// Builds a workload with `threads` threads (pairs for the request/response ones).
 /// `name` may carry parameters as policies do: `hackbench:fds=14` (senders and receivers
 /// per group), `schbench:workers=27` (workers per message thread).
-pub fn build(spec: &str, threads: usize) -> Result<Workload, String> {
+pub fn build(spec: &str, threads: usize) -> Result<Workload, WorkloadError> {
     let n = threads.max(1);
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
@@ -285,28 +328,29 @@ pub fn build(spec: &str, threads: usize) -> Result<Workload, String> {
     for p in parts {
         let (k, v) = p
             .split_once('=')
-            .ok_or_else(|| format!("workload {spec:?}: expected key=value after ':', got {p:?}"))?;
-        let v = v
-            .parse::<usize>()
-            .ok()
-            .filter(|&v| v > 0)
-            .ok_or_else(|| format!("workload {spec:?}: {k} must be a positive integer"))?;
+            .ok_or_else(|| WorkloadError::NotKeyValue {
+                spec: spec.into(),
+                part: p.into(),
+            })?;
+        let v = v.parse::<usize>().ok().filter(|&v| v > 0).ok_or_else(|| {
+            WorkloadError::NotPositive {
+                spec: spec.into(),
+                key: k.into(),
+            }
+        })?;
         params.push((k, v));
     }
-    let allowed: &[&str] = match name {
+    let allowed: &'static [&'static str] = match name {
         "hackbench" => &["fds"],
         "schbench" => &["workers"],
         _ => &[],
     };
     if let Some((k, _)) = params.iter().find(|(k, _)| !allowed.contains(k)) {
-        return Err(format!(
-            "workload {spec:?}: unknown parameter {k:?}{}",
-            if allowed.is_empty() {
-                String::from(" (it takes none)")
-            } else {
-                format!(" (it takes {})", allowed.join(", "))
-            }
-        ));
+        return Err(WorkloadError::UnknownParameter {
+            spec: spec.into(),
+            key: k.to_string(),
+            allowed,
+        });
     }
     let param = |k: &str, default: usize| {
         params
@@ -333,13 +377,7 @@ pub fn build(spec: &str, threads: usize) -> Result<Workload, String> {
                 .collect(),
             wakes_counted: false,
         },
-        other => {
-            let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
-            return Err(format!(
-                "unknown workload {other:?}; known: {}",
-                known.join(", ")
-            ));
-        }
+        other => return Err(WorkloadError::Unknown(other.into())),
     };
     w.name = spec.into();
     Ok(w)
@@ -371,13 +409,20 @@ mod tests {
         assert_eq!(h.tasks.len(), 40);
         let s = build("schbench", 16).unwrap();
         assert_eq!(s.tasks.len(), 18);
-        assert!(build("nope", 1).unwrap_err().contains("netperf-tcp-rr"));
+        assert!(build("nope", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("netperf-tcp-rr"));
         // 2 groups of 14 senders and 14 receivers; 2 message threads of 28 workers.
         assert_eq!(build("hackbench:fds=14", 56).unwrap().tasks.len(), 56);
         assert_eq!(build("schbench:workers=28", 56).unwrap().tasks.len(), 58);
-        assert!(build("tbench:fds=3", 8).unwrap_err().contains("takes none"));
-        assert!(build("hackbench:fds=0", 8)
-            .unwrap_err()
-            .contains("positive"));
+        assert_eq!(
+            build("tbench:fds=3", 8).unwrap_err().to_string(),
+            "workload \"tbench:fds=3\": unknown parameter \"fds\" (it takes none)"
+        );
+        assert!(matches!(
+            build("hackbench:fds=0", 8),
+            Err(WorkloadError::NotPositive { key, .. }) if key == "fds"
+        ));
     }
 }

@@ -21,10 +21,10 @@ pub fn load_steps(
     load: Option<&str>,
     threads: Option<usize>,
     cpus: u32,
-) -> Result<Vec<LoadStep>, String> {
+) -> Result<Vec<LoadStep>, SynthError> {
     if let Some(n) = threads {
         if n == 0 {
-            return Err("--threads must be at least 1".into());
+            return Err(SynthError::NoThreads);
         }
         return Ok(vec![LoadStep {
             label: format!("{n} threads"),
@@ -32,19 +32,19 @@ pub fn load_steps(
         }]);
     }
     let text = load.unwrap_or("100%");
-    let pct = |s: &str| -> Result<u32, String> {
+    let pct = |s: &str| {
         s.trim()
             .strip_suffix('%')
             .and_then(|v| v.parse::<u32>().ok())
             .filter(|&v| v > 0)
-            .ok_or_else(|| format!("--load {text:?}: expected P% or A%..B%, e.g. 25%..200%"))
+            .ok_or_else(|| SynthError::BadLoad(text.into()))
     };
     let (lo, hi) = match text.split_once("..") {
         Some((a, b)) => (pct(a)?, pct(b)?),
         None => (pct(text)?, pct(text)?),
     };
     if hi < lo {
-        return Err(format!("--load {text:?}: the range runs backwards"));
+        return Err(SynthError::BackwardsLoad(text.into()));
     }
     let mut out = Vec::new();
     let mut p = lo;
@@ -88,7 +88,33 @@ pub fn features_of(policy: &str) -> Option<&'static str> {
     crate::policy::entry(policy).and_then(|e| e.features)
 }
 
-fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, String> {
+/// Why a synth run could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// `--threads 0`.
+    #[error("--threads must be at least 1")]
+    NoThreads,
+    /// A `--load` that is not `P%` or `A%..B%`.
+    #[error("--load {0:?}: expected P% or A%..B%, e.g. 25%..200%")]
+    BadLoad(String),
+    /// A `--load` range whose end is below its start.
+    #[error("--load {0:?}: the range runs backwards")]
+    BackwardsLoad(String),
+    /// The workload as named cannot be built.
+    #[error(transparent)]
+    Workload(#[from] synth::WorkloadError),
+    /// The simulation cannot be set up (a policy or machine it cannot run).
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+    /// The run's bundle cannot be written.
+    #[error(transparent)]
+    Bundle(#[from] bundle::BundleError),
+    /// The run's results file cannot be written.
+    #[error(transparent)]
+    Write(#[from] crate::atomic::WriteError),
+}
+
+fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, SynthError> {
     let mut workload = synth::build(&o.workload, step.threads)?;
     let cpus: Vec<u32> = o.topology.cpus.iter().map(|c| c.cpu).collect();
     synth::add_housekeeping(&mut workload, &cpus);
@@ -99,8 +125,7 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, St
             record: o.out_dir.is_some(),
             ..SimOptions::with_defaults(o.topology.clone(), policy, o.warmup_ns, o.duration_ns)
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (result, events) = sim.run();
     let bundle = match &o.out_dir {
         None => None,
@@ -145,7 +170,7 @@ pub fn write_bundle(
     provenance: Provenance,
     policy: &str,
     result: &impl Serialize,
-) -> Result<(), String> {
+) -> Result<(), SynthError> {
     let info = SourceInfo {
         format: "sisreplay synth".into(),
         nr_cpus: Some(topology.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(1)),
@@ -165,16 +190,15 @@ pub fn write_bundle(
             sched_features: features_of(policy).map(str::to_string),
             progress: None,
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let text = serde_json::to_string_pretty(result).expect("serialises");
-    crate::atomic::write(&dest.join("results/sim.json"), (text + "\n").as_bytes())
-        .map_err(|e| e.to_string())
+    crate::atomic::write(&dest.join("results/sim.json"), (text + "\n").as_bytes())?;
+    Ok(())
 }
 
 /// Runs every (step, policy) pair over `jobs` threads; results in step, then policy
 /// order, whatever order they finish in.
-pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, String> {
+pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, SynthError> {
     let work: Vec<(&LoadStep, &str)> = o
         .steps
         .iter()
@@ -196,9 +220,13 @@ mod tests {
         assert_eq!(t, vec![56, 112, 168, 224, 280, 336, 392, 448]);
         assert_eq!(load_steps(Some("50%"), None, 40).unwrap()[0].threads, 20);
         assert_eq!(load_steps(None, Some(7), 40).unwrap()[0].threads, 7);
-        assert!(load_steps(Some("200%..25%"), None, 4).is_err());
+        assert!(matches!(
+            load_steps(Some("200%..25%"), None, 4),
+            Err(SynthError::BackwardsLoad(_))
+        ));
         assert!(load_steps(Some("lots"), None, 4)
             .unwrap_err()
+            .to_string()
             .contains("25%..200%"));
     }
 }
