@@ -195,7 +195,7 @@ impl TraceSummary {
             path: path.to_path_buf(),
             duration_ns: r.duration_ns,
             observed: r.observed.clone(),
-            simulated: SimSummary::read(path).map_err(CompareError::SimResult)?,
+            simulated: SimSummary::read(path)?,
             replay: Some(Box::new(r)),
         })
     }
@@ -256,7 +256,7 @@ impl SimSummary {
     /// The summary of a bundle's results/sim.json, read as the simulator wrote it; None
     /// when the bundle holds no simulation result, an error when it holds one that does
     /// not read.
-    pub fn read(bundle: &Path) -> Result<Option<SimSummary>, String> {
+    pub fn read(bundle: &Path) -> Result<Option<SimSummary>, CompareError> {
         let p = bundle.join("results/sim.json");
         if !crate::bundle::is_bundle(bundle) {
             return Ok(None);
@@ -264,18 +264,20 @@ impl SimSummary {
         let text = match std::fs::read_to_string(&p) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{}: {e}", p.display())),
+            Err(source) => return Err(CompareError::SimResultIo { path: p, source }),
         };
-        let r: SimResult = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: line {}: {e}", p.display(), e.line()))?;
+        let unreadable = |source| CompareError::SimResultJson {
+            path: p.clone(),
+            source,
+        };
+        let r: SimResult = serde_json::from_str(&text).map_err(unreadable)?;
         let cross = r.placements.cross_llc + r.placements.cross_numa;
         // simulate's re-runs of a trace carry the gate that trace's re-run passed.
         #[derive(serde::Deserialize)]
         struct Gate {
             self_fidelity: Option<crate::simulate::SelfFidelity>,
         }
-        let gate: Gate = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: line {}: {e}", p.display(), e.line()))?;
+        let gate: Gate = serde_json::from_str(&text).map_err(unreadable)?;
         Ok(Some(SimSummary {
             workload: r.workload,
             policy: r.policy,
@@ -410,7 +412,7 @@ pub fn resolve(
     traces: Vec<PathBuf>,
     traces_dir: &Path,
     fallback: &str,
-) -> Result<(Vec<Arm>, Vec<PathBuf>), String> {
+) -> Result<(Vec<Arm>, Vec<PathBuf>), CompareError> {
     let mut resolved = Vec::new();
     for a in args {
         let (explicit, name) = match a.split_once(':') {
@@ -426,10 +428,10 @@ pub fn resolve(
             .find(|p| bundle::is_bundle(p));
         match (explicit, is_policy, bundle_path) {
             (None, true, Some(_)) => {
-                return Err(format!(
-                    "{a:?} is both a policy and a bundle in {}: write policy:{a} or trace:{a}",
-                    traces_dir.display()
-                ))
+                return Err(CompareError::Ambiguous {
+                    arm: a.clone(),
+                    traces_dir: traces_dir.into(),
+                })
             }
             (Some("policy"), true, _) | (None, true, None) => {
                 resolved.push(Arm::Policy(name.to_string()))
@@ -442,16 +444,16 @@ pub fn resolve(
                 path,
             }),
             (Some("trace"), _, None) => {
-                return Err(format!(
-                    "{a:?}: no bundle of that name in {} nor at that path",
-                    traces_dir.display()
-                ))
+                return Err(CompareError::NoBundle {
+                    arm: a.clone(),
+                    traces_dir: traces_dir.into(),
+                })
             }
             _ => {
-                return Err(format!(
-                    "{a:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}",
-                    traces_dir.display()
-                ))
+                return Err(CompareError::Unknown {
+                    arm: a.clone(),
+                    traces_dir: traces_dir.into(),
+                })
             }
         }
     }
@@ -584,6 +586,44 @@ pub enum CompareError {
     Bundle(#[from] bundle::BundleError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
-    #[error("{0}")]
-    SimResult(String),
+    /// A bundle's results/sim.json that cannot be read.
+    #[error("{}: {source}", path.display())]
+    SimResultIo {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A bundle's results/sim.json that is not a simulation result.
+    #[error("{}: line {line}: {source}", path.display(), line = source.line())]
+    SimResultJson {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        source: serde_json::Error,
+    },
+    /// An arm that names both a policy and a bundle.
+    #[error("{arm:?} is both a policy and a bundle in {}: write policy:{arm} or trace:{arm}", traces_dir.display())]
+    Ambiguous {
+        /// The arm as given.
+        arm: String,
+        /// Where bundles are looked up by name.
+        traces_dir: PathBuf,
+    },
+    /// A `trace:NAME` arm without such a bundle.
+    #[error("{arm:?}: no bundle of that name in {} nor at that path", traces_dir.display())]
+    NoBundle {
+        /// The arm as given.
+        arm: String,
+        /// Where bundles are looked up by name.
+        traces_dir: PathBuf,
+    },
+    /// An arm that is neither a policy nor a bundle.
+    #[error("{arm:?} is neither a policy (see `sisreplay policies`) nor a bundle in {}", traces_dir.display())]
+    Unknown {
+        /// The arm as given.
+        arm: String,
+        /// Where bundles are looked up by name.
+        traces_dir: PathBuf,
+    },
 }

@@ -59,27 +59,37 @@ impl Codec {
     }
 
     /// Decompresses one block, which must yield exactly `expect` bytes.
-    fn decompress(self, data: &[u8], expect: usize) -> std::result::Result<Vec<u8>, String> {
+    fn decompress(self, data: &[u8], expect: usize) -> std::result::Result<Vec<u8>, BadBlock> {
         let out = match self {
-            Codec::None => return Err("block marked compressed in an uncompressed file".into()),
-            Codec::Zstd => zstd::bulk::decompress(data, expect).map_err(|e| e.to_string())?,
+            Codec::None => return Err(BadBlock::NotCompressed),
+            Codec::Zstd => zstd::bulk::decompress(data, expect)?,
             Codec::Zlib => {
                 let mut v = Vec::with_capacity(expect);
                 flate2::read::ZlibDecoder::new(data)
                     .take(expect as u64 + 1)
-                    .read_to_end(&mut v)
-                    .map_err(|e| e.to_string())?;
+                    .read_to_end(&mut v)?;
                 v
             }
         };
         if out.len() != expect {
-            return Err(format!(
-                "decompressed to {} bytes, header says {expect}",
-                out.len()
-            ));
+            return Err(BadBlock::Size {
+                got: out.len(),
+                expect,
+            });
         }
         Ok(out)
     }
+}
+
+/// Why a compressed block does not decompress.
+#[derive(Debug, thiserror::Error)]
+enum BadBlock {
+    #[error("block marked compressed in an uncompressed file")]
+    NotCompressed,
+    #[error("{0}")]
+    Codec(#[from] std::io::Error),
+    #[error("decompressed to {got} bytes, header says {expect}")]
+    Size { got: usize, expect: usize },
 }
 
 /// Largest block a file may ask us to decompress into memory at once.

@@ -1,0 +1,382 @@
+//! The commands' arguments as clap parses them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::policy::PolicySpec;
+
+#[derive(Parser)]
+#[command(
+    name = "sisreplay",
+    version,
+    about = "Capture Linux scheduler traces and replay them through counterfactual \
+             idle-CPU search policies"
+)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(super) enum Command {
+    /// Read a trace (trace.dat v6/v7, perf.data, tracefs/trace-cmd/perf text) into a bundle
+    /// under traces/NAME: meta.json plus events.parquet.
+    Import(ImportArgs),
+    /// Record a scheduler trace on this machine (root) into a bundle, optionally around a
+    /// workload: `sisreplay capture --duration 10s -- hackbench -g 4 -l 1000`.
+    Capture(CaptureArgs),
+    /// Replay a trace's wakeups through idle-search policies (decision replay): SIS
+    /// counters, search time, placements, rq locks, and agreement with the kernel.
+    Replay(ReplayArgs),
+    /// Compare policies on one or more traces, in the seeds' table layout: baseline
+    /// 1.00 (std%), others compare% (std%), * where a t-test over time windows (paired
+    /// between policies) says the difference is beyond the noise.
+    Compare(CompareArgs),
+    /// Write a report of a comparison for patch review: self-contained HTML with plots
+    /// (default), mail-ready text within 80 columns, or JSON.
+    Report(ReportArgs),
+    /// Replay each trace with the policy of the kernel that recorded it and print how
+    /// often the model picked the kernel's CPU, by path, with cross-LLC placements.
+    Fidelity(FidelityArgs),
+    /// Simulate a workload model on a machine (a preset, here, or a JSON description)
+    /// under each policy and load level, closed loop; writes one bundle per step.
+    Synth(SynthArgs),
+    /// Re-run a captured trace's tasks in closed loop under each policy: run bursts, wake
+    /// dependencies and timer sleeps from the trace; prints how the re-run under the
+    /// traced kernel's own policy matches the trace (the model's fidelity).
+    Simulate(SimulateArgs),
+    /// List the machine presets (the seeds' test machines), or print one as the JSON
+    /// that --machine reads.
+    Machines(MachinesArgs),
+    /// List the idle-search policies, or show one policy's parameters and scan budget
+    /// against average LLC utilisation (`--budget --llc-size 112`).
+    Policies(PoliciesArgs),
+    /// Summarise a bundle or trace file: duration, CPUs, events by type, wakeups,
+    /// migrations, lost events, top tasks by runtime.
+    Info(InfoArgs),
+    /// Print a shell completion script, e.g. `sisreplay completions bash >
+    /// /etc/bash_completion.d/sisreplay`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff): `sisreplay man > sisreplay.1`, or a command's own,
+    /// `sisreplay man replay > sisreplay-replay.1`; read with `man ./sisreplay.1`.
+    Man {
+        /// The command whose page to print [default: the overview]
+        command: Option<String>,
+    },
+    /// Cleans up after a capture that died (started by capture itself).
+    #[command(hide = true, name = "capture-watchdog")]
+    CaptureWatchdog { pid: u32, spool: PathBuf },
+}
+
+#[derive(clap::Args)]
+pub(super) struct ImportArgs {
+    /// The trace file [default: the committed hackbench sample]
+    pub file: Option<PathBuf>,
+    /// Bundle name [default: the file name without its extension]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Machine description: `here` (this machine's sysfs), a preset (`sisreplay
+    /// machines`) or a JSON file
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Directory that holds bundles (its older name, traces, is still accepted)
+    #[arg(
+        long = "traces-dir",
+        alias = "traces",
+        value_name = "DIR",
+        default_value = "traces"
+    )]
+    pub traces: PathBuf,
+    /// Print the bundle's metadata as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct CaptureArgs {
+    /// How long to trace: 100s, 500ms, 2m [default: 10s]; a workload that exits first
+    /// ends the capture
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// Bundle directory [default: traces/capture-HOST-YYYYmmdd-HHMMSS]
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Directory that holds bundles (its older name, traces, is still accepted)
+    #[arg(
+        long = "traces-dir",
+        alias = "traces",
+        value_name = "DIR",
+        default_value = "traces"
+    )]
+    pub traces: PathBuf,
+    /// How events are read: tracefs (a private ftrace instance) or perf (perf_event_open)
+    #[arg(long, value_enum, default_value = "tracefs")]
+    pub backend: BackendArg,
+    /// Events to enable, as system/name, comma-separated [default: the sched and irq
+    /// events of the model]
+    #[arg(short, long, value_delimiter = ',')]
+    pub events: Option<Vec<String>>,
+    /// Per-CPU ring buffer size in KiB
+    #[arg(short, long, default_value_t = 16384)]
+    pub buffer_kb: u32,
+    /// Probe select_task_rq_fair where the kernel has kprobes: `duration` (default)
+    /// records wake flags, the chosen CPU and how long each selection took; `flags`
+    /// only the wake flags and which wakings selected
+    #[arg(long, num_args = 0..=1, default_missing_value = "duration", value_name = "WHAT")]
+    pub search_latency: Option<crate::capture::SearchProbe>,
+    /// Print the bundle's metadata as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The workload to run while tracing
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub(super) struct ReplayArgs {
+    /// A bundle directory or trace file [default: the committed hackbench sample]
+    pub input: Option<PathBuf>,
+    /// Policies, comma-separated, each `name[:key=value...]`
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
+    pub policy: Vec<PolicySpec>,
+    /// The policy compared with the kernel's choices [default: from the kernel release]
+    #[arg(long)]
+    pub as_kernel: Option<String>,
+    /// Also write one CSV row per wakeup and policy
+    #[arg(long)]
+    pub decisions: Option<PathBuf>,
+    /// Explain each policy's steps for the wakeup at this timestamp (ns)
+    #[arg(long)]
+    pub explain: Option<u64>,
+    /// Modelled cost of each runqueue probed, ns
+    #[arg(long, default_value_t = 350)]
+    pub probe_ns: u64,
+    /// Modelled fixed cost of entering the scan, ns
+    #[arg(long, default_value_t = 500)]
+    pub entry_ns: u64,
+    /// Time windows for variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Treat a wakeup within this many ns of the task blocking as a DELAY_DEQUEUE
+    /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
+    #[arg(long)]
+    pub delayed_dequeue_ns: Option<u64>,
+    /// Threads to split the policies over (each reads the trace itself)
+    #[arg(short, long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct CompareArgs {
+    /// The baseline: a policy, or a captured bundle (by name in --traces-dir, or by path)
+    /// whose recorded behaviour is reported; `policy:NAME` and `trace:NAME` resolve a name
+    /// that is both
+    pub base: String,
+    /// The arms compared with it, of the same kinds
+    #[arg(required = true, value_name = "OTHER")]
+    pub others: Vec<String>,
+    /// A trace or bundle, one per row [default: the newest bundle in traces/]
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// Time windows per trace for the variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Directory that holds bundles
+    #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
+    pub traces_dir: PathBuf,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct ReportArgs {
+    /// The baseline, as for `compare`
+    pub base: String,
+    /// The arms compared with it
+    #[arg(required = true, value_name = "OTHER")]
+    pub others: Vec<String>,
+    /// A trace or bundle, one per row (e.g. one per load level) [default: as compare]
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// Output file [default: reports/BASE-vs-OTHER.html for HTML, standard output for
+    /// text and JSON]
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// html (self-contained, with plots), text (for a mail, 80 columns) or json
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: ReportFormat,
+    /// Time windows per trace for the variation
+    #[arg(long, default_value_t = 10)]
+    pub windows: u32,
+    /// Length of the busy/idle strip, from the middle of each trace
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    pub timeline: std::time::Duration,
+    /// Directory that holds bundles
+    #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
+    pub traces_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub(super) struct SynthArgs {
+    /// A preset (`sisreplay machines`), `here`, or a JSON machine description
+    #[arg(long, default_value = "x86-40")]
+    pub machine: String,
+    /// netperf-tcp-rr, netperf-udp-rr, tbench, hackbench, schbench, spin
+    #[arg(long, default_value = "netperf-tcp-rr")]
+    pub workload: String,
+    /// Load as a share of the CPUs: 50% or a range in steps of 25%, 25%..200%
+    #[arg(long, conflicts_with = "threads")]
+    pub load: Option<String>,
+    /// Load as a thread count (pairs for netperf and tbench)
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Virtual time measured per step
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// Virtual time simulated before measuring (PELT and SIS_UTIL settle)
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub warmup: std::time::Duration,
+    /// Policies, comma-separated
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
+    pub policy: Vec<PolicySpec>,
+    /// Output directory [default: traces/]; with one load step and one policy, the bundle
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Simulate only; write no bundle
+    #[arg(long)]
+    pub no_bundle: bool,
+    /// Seed of the run-time variation (same seed, same run)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Threads to run the steps on [default: the CPUs available]
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct SimulateArgs {
+    /// A bundle (a path, or a name in traces/)
+    pub bundle: PathBuf,
+    /// Policies besides the traced kernel's, comma-separated
+    #[arg(
+        short,
+        long,
+        value_delimiter = ',',
+        default_value = "sis_prop,sis_util"
+    )]
+    pub policy: Vec<PolicySpec>,
+    /// Write each re-run as a bundle (events, meta, results/sim.json) in this directory
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Threads to run the policies on [default: the CPUs available]
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct MachinesArgs {
+    /// A preset, or `here` for this machine
+    pub name: Option<String>,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct FidelityArgs {
+    /// Bundles or trace files
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The policy compared with the kernel's choices [default: from each trace's
+    /// kernel release and sched features]
+    #[arg(long)]
+    pub as_kernel: Option<String>,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum ReportFormat {
+    Html,
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub(super) struct PoliciesArgs {
+    /// A policy, with parameters: `sis_util:pct=117`
+    pub name: Option<String>,
+    /// Print the scan budget at LLC utilisation 0..100 % in steps of 5
+    #[arg(long)]
+    pub budget: bool,
+    /// LLC size for --budget
+    #[arg(long, default_value_t = 112)]
+    pub llc_size: u32,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub(super) struct InfoArgs {
+    /// A bundle directory or trace file [default: the committed hackbench sample]
+    pub input: Option<PathBuf>,
+    /// How many tasks to list
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Print the result as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum BackendArg {
+    Tracefs,
+    Perf,
+}
+
+pub(super) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 100s or 500ms"))?;
+    let secs = match unit {
+        "s" => v,
+        "ms" => v / 1e3,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {s:?}: use s, ms, m or h")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("{s:?}: a capture needs a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}

@@ -1,0 +1,120 @@
+//! `synth` and `simulate`: closed-loop runs of a workload model, or of a trace's tasks.
+
+use std::path::Path;
+
+use super::args::{SimulateArgs, SynthArgs};
+use super::inputs::{jobs_or_cpus, machine};
+use crate::bundle;
+use crate::simulate::{self, RerunOptions};
+use crate::synth::steps::{self, SynthError, SynthOptions};
+use crate::Error;
+
+/// `simulate`: a captured trace's tasks re-run in closed loop under each policy.
+pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
+    let path = [args.bundle.clone(), Path::new("traces").join(&args.bundle)]
+        .into_iter()
+        .find(|p| bundle::is_bundle(p));
+    let Some(path) = path else {
+        return Err(Error::Usage(format!(
+            "{}: not a bundle (no meta.json there nor in traces/); make one with \
+             `sisreplay import FILE` or `sisreplay capture`",
+            args.bundle.display()
+        )));
+    };
+    let o = RerunOptions {
+        bundle: path,
+        policies: args.policy.clone(),
+        out_dir: args.output.clone(),
+        jobs: jobs_or_cpus(args.jobs),
+    };
+    let r = simulate::run(&o)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
+    } else {
+        print!("{}", simulate::render(&r));
+    }
+    Ok(())
+}
+
+/// `synth`: a workload model simulated on a machine under each policy and load level.
+pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
+    let topology = machine(&args.machine)?;
+    // A misspelt workload is said before any step runs.
+    crate::synth::build(&args.workload, 1).map_err(SynthError::from)?;
+    let cpus = topology.cpus.len() as u32;
+    let load_steps = steps::load_steps(args.load.as_deref(), args.threads, cpus)?;
+    let single = load_steps.len() == 1 && args.policy.len() == 1;
+    let out_dir = (!args.no_bundle).then(|| args.output.clone().unwrap_or_else(|| "traces".into()));
+    let machine_name = Path::new(&args.machine)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| args.machine.clone());
+    let o = SynthOptions {
+        machine_name,
+        topology,
+        workload: args.workload.clone(),
+        steps: load_steps,
+        policies: args.policy.clone(),
+        duration_ns: args.duration.as_nanos().min(u64::MAX as u128) as u64,
+        warmup_ns: args.warmup.as_nanos().min(u64::MAX as u128) as u64,
+        out_is_bundle: single && args.output.is_some(),
+        seed: args.seed,
+        out_dir,
+        jobs: jobs_or_cpus(args.jobs),
+    };
+    let results = steps::run(&o)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "{} on {} ({} CPUs), {} measured after {} of warmup per step",
+        args.workload,
+        args.machine,
+        cpus,
+        humantime(o.duration_ns),
+        humantime(o.warmup_ns)
+    );
+    println!(
+        "{:<8} {:>7} {:<12} {:>11} {:>8} {:>8} {:>7} {:>6} {:>7}",
+        "load", "threads", "policy", "units/s", "p50 us", "p99 us", "se_eff%", "scan", "xLLC%"
+    );
+    for r in &results {
+        let s = &r.result;
+        let scan = s.counters.scanned as f64 / s.counters.search.max(1) as f64;
+        let p = &s.placements;
+        let cross = p.cross_llc + p.cross_numa;
+        println!(
+            "{:<8} {:>7} {:<12} {:>11.0} {:>8.1} {:>8.1} {:>7.2} {:>6.2} {:>7.2}",
+            r.step.label,
+            r.step.threads,
+            s.policy.chars().take(12).collect::<String>(),
+            s.throughput_per_s,
+            s.latency.p50 as f64 / 1e3,
+            s.latency.p99 as f64 / 1e3,
+            s.derived.se_eff,
+            scan,
+            100.0 * cross as f64 / s.wakeups.max(1) as f64
+        );
+    }
+    let written: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.bundle.as_ref().map(|b| b.display().to_string()))
+        .collect();
+    if !written.is_empty() {
+        println!("bundles: {}", written.join(" "));
+    }
+    Ok(())
+}
+
+/// 100ms, 2s: a duration as the command line takes it.
+fn humantime(ns: u64) -> String {
+    if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else {
+        format!("{}ms", ns / 1_000_000)
+    }
+}
