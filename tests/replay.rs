@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use sisreplay::replay::{replay, ReplayOptions};
+use sisreplay::replay::{replay, DecisionsOut, ReplayOptions};
 use sisreplay::trace::stream::VecSource;
 use sisreplay::trace::{Comm, Event, EventKind, SourceInfo, Wake};
 
@@ -72,7 +72,9 @@ fn run(events: Vec<Event>, policies: &[&str]) -> (sisreplay::replay::ReplayResul
         None,
         ReplayOptions {
             policies: policies.iter().map(|s| s.parse().unwrap()).collect(),
-            decisions: Some(Box::new(std::fs::File::create(&csv).unwrap())),
+            decisions: Some(DecisionsOut::Csv(Box::new(
+                std::fs::File::create(&csv).unwrap(),
+            ))),
             ..Default::default()
         },
     )
@@ -449,4 +451,56 @@ fn fidelity_shows_baselines_tenths_and_repairs() {
     assert!(f["always_prev"].as_u64().unwrap() <= f["decisions"].as_u64().unwrap());
     assert_eq!(f["repairs"]["ties"]["groups"], 23);
     assert!(f["repairs"]["runqueues"]["moved"].is_u64());
+}
+
+/// `--decisions F.parquet` holds the rows `--decisions F.csv` holds, column for column,
+/// typed: read back with the parquet crate and compared with the CSV of the same replay.
+#[test]
+fn parquet_decisions_hold_the_csv_rows() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, pq) = (dir.path().join("d.csv"), dir.path().join("d.parquet"));
+    let trace = common::sample_arg("hackbench-v7-zstd.dat");
+    for out in [&csv, &pq] {
+        let (code, _, err) = common::run_cli(&[
+            "replay",
+            &trace,
+            "--policy",
+            "sis_util,no_limit",
+            "--decisions",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let csv_rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert!(csv_rows.len() > 1000, "{} rows", csv_rows.len());
+
+    let reader = SerializedFileReader::new(std::fs::File::open(&pq).unwrap()).unwrap();
+    let fields = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .to_vec();
+    let names: Vec<&str> = fields.iter().map(|c| c.name()).collect();
+    assert_eq!(names, header);
+    let pq_rows: Vec<Vec<String>> = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .map(|(_, v)| v.to_string().trim_matches('"').to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(pq_rows.len(), csv_rows.len());
+    for (i, (p, c)) in pq_rows.iter().zip(&csv_rows).enumerate() {
+        assert_eq!(p, c, "row {i}");
+    }
 }

@@ -151,8 +151,8 @@ pub(super) struct ReplayArgs {
     /// The policy compared with the kernel's choices [default: from the kernel release]
     #[arg(long)]
     pub as_kernel: Option<String>,
-    /// Also write one CSV row per wakeup and policy
-    #[arg(long)]
+    /// Also write one row per wakeup and policy: CSV, or Parquet for a FILE named *.parquet
+    #[arg(long, value_name = "FILE")]
     pub decisions: Option<PathBuf>,
     /// Explain each policy's steps for the wakeup at this timestamp (ns)
     #[arg(long)]

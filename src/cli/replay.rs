@@ -29,13 +29,17 @@ pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
         source: mut src,
         meta,
     } = crate::input::open(&input)?;
-    let decisions_out: Option<Box<dyn std::io::Write + Send>> = match &decisions {
+    let decisions_out = match &decisions {
         Some(p) => {
             let f = std::fs::File::create(p).map_err(|source| Error::Create {
                 path: p.clone(),
                 source,
             })?;
-            Some(Box::new(std::io::BufWriter::new(f)))
+            let out = Box::new(std::io::BufWriter::new(f));
+            Some(match p.extension().and_then(|e| e.to_str()) {
+                Some("parquet") => replay::DecisionsOut::Parquet(out),
+                _ => replay::DecisionsOut::Csv(out),
+            })
         }
         None => None,
     };

@@ -13,8 +13,6 @@ pub mod replayer;
 pub mod results;
 pub mod text;
 
-use std::io::Write;
-
 use serde::Serialize;
 
 use crate::bundle::Meta;
@@ -26,7 +24,8 @@ use crate::state::Topo;
 use crate::topology::Topology;
 use crate::trace::{EventSource, TraceError};
 use crate::wakeup::sis::TimeModel;
-use observer::{CsvDecisions, DecisionObserver, Explainer};
+pub use observer::DecisionsOut;
+use observer::{CsvDecisions, DecisionObserver, Explainer, ParquetDecisions};
 use replayer::{Replayer, Setup};
 
 pub struct ReplayOptions {
@@ -41,8 +40,8 @@ pub struct ReplayOptions {
     pub windows: u32,
     /// The policy whose choices are compared with the kernel's; default from the kernel.
     pub as_kernel: Option<String>,
-    /// Writes one CSV row per wakeup and policy.
-    pub decisions: Option<Box<dyn Write + Send>>,
+    /// Writes one row per wakeup and policy, as CSV or Parquet.
+    pub decisions: Option<DecisionsOut>,
     /// Explains the decisions of the wakeup at this timestamp.
     pub explain_ts: Option<u64>,
     /// Kernels with DELAY_DEQUEUE (v6.12+) keep a task that blocked with negative lag
@@ -264,11 +263,19 @@ pub fn replay(
 ) -> Result<ReplayResult, ReplayError> {
     let setup = setup(src, meta, &opts)?;
     let nr_cpus = setup.topo.nr_cpus;
-    let mut csv = opts.decisions.take().map(CsvDecisions::new);
+    let (mut csv, mut parquet) = (None, None);
+    match opts.decisions.take() {
+        Some(DecisionsOut::Csv(out)) => csv = Some(CsvDecisions::new(out)),
+        Some(DecisionsOut::Parquet(out)) => parquet = Some(ParquetDecisions::new(out)?),
+        None => {}
+    }
     let mut explainer = opts.explain_ts.map(Explainer::at);
     let mut observers: Vec<&mut dyn DecisionObserver> = Vec::new();
     if let Some(c) = csv.as_mut() {
         observers.push(c);
+    }
+    if let Some(p) = parquet.as_mut() {
+        observers.push(p);
     }
     if let Some(x) = explainer.as_mut() {
         observers.push(x);

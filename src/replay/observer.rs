@@ -2,6 +2,11 @@
 //! wakeup, and writes it out its own way, so the replay loop does not know its outputs.
 
 use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int32Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
 
 use crate::metrics::Replayed;
 use crate::wakeup::sis::Decision;
@@ -84,6 +89,126 @@ impl<W: Write> DecisionObserver for CsvDecisions<W> {
     fn finish(&mut self) -> std::io::Result<()> {
         self.header()?;
         self.out.flush()
+    }
+}
+
+/// Where `--decisions` goes: CSV, or Parquet for files named `*.parquet`.
+pub enum DecisionsOut {
+    /// One CSV row per wakeup and policy, header [`CsvDecisions::HEADER`].
+    Csv(Box<dyn Write + Send>),
+    /// The same rows and columns as Parquet, typed, for notebooks and query engines.
+    Parquet(Box<dyn Write + Send>),
+}
+
+/// Rows buffered before they are written as one Parquet row group's batch.
+const PARQUET_BATCH_ROWS: usize = 1 << 16;
+
+/// `--decisions F.parquet`: the CSV's columns, typed, in batches of
+/// [`PARQUET_BATCH_ROWS`]; the file's footer is written when the replay ends.
+pub struct ParquetDecisions<W: Write + Send> {
+    writer: Option<ArrowWriter<W>>,
+    schema: Arc<Schema>,
+    ts_ns: Vec<u64>,
+    pid: Vec<i32>,
+    waker_cpu: Vec<u32>,
+    prev_cpu: Vec<u32>,
+    recorded_cpu: Vec<u32>,
+    policy: Vec<String>,
+    cpu: Vec<u32>,
+    path: Vec<&'static str>,
+    probed: Vec<u32>,
+    search_ns: Vec<u64>,
+}
+
+impl<W: Write + Send> ParquetDecisions<W> {
+    /// A writer of decisions into `out`.
+    pub fn new(out: W) -> std::io::Result<ParquetDecisions<W>> {
+        let u32f = |n| Field::new(n, DataType::UInt32, false);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("ts_ns", DataType::UInt64, false),
+            Field::new("pid", DataType::Int32, false),
+            u32f("waker_cpu"),
+            u32f("prev_cpu"),
+            u32f("recorded_cpu"),
+            Field::new("policy", DataType::Utf8, false),
+            u32f("cpu"),
+            Field::new("path", DataType::Utf8, false),
+            u32f("probed"),
+            Field::new("search_ns", DataType::UInt64, false),
+        ]));
+        let writer =
+            ArrowWriter::try_new(out, schema.clone(), None).map_err(std::io::Error::other)?;
+        Ok(ParquetDecisions {
+            writer: Some(writer),
+            schema,
+            ts_ns: Vec::new(),
+            pid: Vec::new(),
+            waker_cpu: Vec::new(),
+            prev_cpu: Vec::new(),
+            recorded_cpu: Vec::new(),
+            policy: Vec::new(),
+            cpu: Vec::new(),
+            path: Vec::new(),
+            probed: Vec::new(),
+            search_ns: Vec::new(),
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.ts_ns.is_empty() {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(std::mem::take(&mut self.ts_ns))),
+            Arc::new(Int32Array::from(std::mem::take(&mut self.pid))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.waker_cpu))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.prev_cpu))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.recorded_cpu))),
+            Arc::new(StringArray::from(std::mem::take(&mut self.policy))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.cpu))),
+            Arc::new(StringArray::from(std::mem::take(&mut self.path))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.probed))),
+            Arc::new(UInt64Array::from(std::mem::take(&mut self.search_ns))),
+        ];
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("one array per column of the schema");
+        match self.writer.as_mut() {
+            Some(w) => w.write(&batch).map_err(std::io::Error::other),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<W: Write + Send> DecisionObserver for ParquetDecisions<W> {
+    fn decision(
+        &mut self,
+        w: &Replayed,
+        policy: &str,
+        d: &Decision,
+        _: &[String],
+    ) -> std::io::Result<()> {
+        self.ts_ns.push(w.now);
+        self.pid.push(w.pid);
+        self.waker_cpu.push(w.waker_cpu);
+        self.prev_cpu.push(w.prev);
+        self.recorded_cpu.push(w.recorded_cpu);
+        self.policy.push(policy.to_string());
+        self.cpu.push(d.cpu);
+        self.path.push(d.path.name());
+        self.probed.push(d.probed);
+        self.search_ns.push(d.search_ns);
+        if self.ts_ns.len() >= PARQUET_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.flush()?;
+        match self.writer.take() {
+            Some(w) => w.close().map(drop).map_err(std::io::Error::other),
+            None => Ok(()),
+        }
     }
 }
 
