@@ -1,11 +1,11 @@
 //! The events after the one being replayed. A sched_waking learns its outcome from what
 //! follows it: the sched_wakeup that names the CPU the kernel chose (later, and on the
 //! target's buffer, when the wakeup went through the IPI wakelist), and the
-//! select_task_rq_fair probes of a `--search-latency` capture. The window holds at least
-//! the horizon past its front, and whatever else of the last batch read: a sched_wakeup
-//! further away (an IPI wakeup under a slow emulator can take longer than 20 ms) is still
-//! found when it was read with that batch.
+//! select_task_rq_fair probes of a `--search-latency` capture. What is looked at depends
+//! on the events' times alone, never on how the trace was read in batches: the probes
+//! and the sched_wakeup of a waking within [`OUTCOME_HORIZON_NS`] of it.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use crate::trace::{Event, EventKind};
@@ -27,93 +27,165 @@ pub struct Selection {
     pub duration_ns: Option<u64>,
 }
 
+/// How far past its sched_waking a sched_wakeup is looked for. On hardware it follows
+/// within microseconds; IPI wakeups on the rig's emulated machines took up to 150 ms
+/// (traces/rig, 2x4x2-numa hackbench). The window holds this much only while the front
+/// waking's sched_wakeup is missing (a lost event).
+pub const OUTCOME_HORIZON_NS: u64 = 250_000_000;
+
 /// A window of events in time order: the next event to replay and those that follow it
-/// within `horizon_ns`.
+/// within `horizon_ns`, or until its sched_wakeup for a sched_waking.
 pub struct Lookahead {
     events: VecDeque<Event>,
     horizon_ns: u64,
+    /// How far the front waking's outcome was looked for without finding it, so a
+    /// window waiting on a lost sched_wakeup is not scanned again from the start.
+    searched: Cell<usize>,
+    /// The trace carries select_task_rq_fair probes: a waking waits for its own.
+    probes: bool,
 }
 
 impl Lookahead {
+    /// An empty window that looks `horizon_ns` ahead for probes.
     pub fn new(horizon_ns: u64) -> Lookahead {
         Lookahead {
             events: VecDeque::new(),
             horizon_ns,
+            searched: Cell::new(1),
+            probes: false,
         }
     }
 
+    /// From now on, a waking waits in the window until its probes are in.
+    pub fn expect_probes(&mut self) {
+        self.probes = true;
+    }
+
+    /// Adds the next event of the trace.
     pub fn push(&mut self, e: Event) {
         self.events.push_back(e);
     }
 
     /// The front event's horizon is covered: every event that can tell its outcome is in.
     pub fn ready(&self) -> bool {
-        self.events
-            .front()
-            .zip(self.events.back())
-            .is_some_and(|(f, b)| b.ts.saturating_sub(f.ts) >= self.horizon_ns)
+        let (Some(front), Some(back)) = (self.events.front(), self.events.back()) else {
+            return false;
+        };
+        let span = back.ts.saturating_sub(front.ts);
+        if span < self.horizon_ns {
+            return false;
+        }
+        match &front.kind {
+            EventKind::Waking(w) if span < OUTCOME_HORIZON_NS => {
+                let found = self.find_outcome(self.searched.get(), front.ts, w.pid);
+                self.searched.set(self.events.len());
+                found.is_some()
+                    && (!self.probes || self.find_selection(1, front.cpu, front.ts).is_ok())
+            }
+            _ => true,
+        }
     }
 
-    /// Takes the front event; the lookups below then look at what follows it.
-    pub fn pop(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
-    /// The sched_wakeup of `pid` that follows its sched_waking (just popped), unless another
-    /// waking of it comes first.
-    pub fn outcome(&self, pid: i32) -> Option<Outcome> {
-        for e in &self.events {
+    /// What the events from index `from` on say of the waking of `pid` at `since`: Some
+    /// once its sched_wakeup, or a later waking of it, is found within the outcome
+    /// horizon; None while neither is.
+    fn find_outcome(&self, from: usize, since: u64, pid: i32) -> Option<Option<Outcome>> {
+        let limit = since.saturating_add(OUTCOME_HORIZON_NS);
+        for e in self.events.range(from..) {
+            if e.ts > limit {
+                return Some(None);
+            }
             match &e.kind {
                 EventKind::Wakeup(w) if w.pid == pid => {
-                    return Some(Outcome {
+                    return Some(Some(Outcome {
                         chosen: w.target_cpu.max(0) as u32,
                         recorded_on: e.cpu,
-                    })
+                    }))
                 }
-                EventKind::Waking(w) if w.pid == pid => return None,
+                EventKind::Waking(w) if w.pid == pid => return Some(None),
                 _ => {}
             }
         }
         None
     }
 
+    /// Takes the front event; the lookups below then look at what follows it.
+    pub fn pop(&mut self) -> Option<Event> {
+        self.searched.set(1);
+        self.events.pop_front()
+    }
+
+    /// The sched_wakeup of `pid` that follows its sched_waking at `since` (just popped)
+    /// within [`OUTCOME_HORIZON_NS`], unless another waking of it comes first.
+    pub fn outcome(&self, pid: i32, since: u64) -> Option<Outcome> {
+        self.find_outcome(0, since, pid).flatten()
+    }
+
     /// The probes that follow a sched_waking (just popped) on `cpu`: select_task_rq runs in
     /// try_to_wake_up right after the tracepoint, with interrupts off, so nothing else of
     /// that CPU comes between the entry and the return. Another waking or switch on the
-    /// CPU before an entry means this waking selected nothing.
-    pub fn selection(&self, cpu: u32) -> Option<Selection> {
-        let mut found: Option<(u64, u32)> = None;
-        for e in self.events.iter().filter(|e| e.cpu == cpu) {
-            match (&e.kind, found) {
+    /// CPU before an entry means this waking selected nothing. Probes are looked for
+    /// within [`OUTCOME_HORIZON_NS`] of the waking at `since` (an emulated CPU can stall
+    /// for tens of milliseconds between them).
+    pub fn selection(&self, cpu: u32, since: u64) -> Option<Selection> {
+        match self.find_selection(0, cpu, since) {
+            Ok(found) => found,
+            // The trace ended first: the entry alone, if there was one.
+            Err(entry) => entry.map(|wake_flags| Selection {
+                wake_flags,
+                duration_ns: None,
+            }),
+        }
+    }
+
+    /// Ok with what the events from index `from` on say of the selection on `cpu` after
+    /// the waking at `since`; Err with the entry's wake flags, if one was seen, while the
+    /// window does not yet tell.
+    fn find_selection(
+        &self,
+        from: usize,
+        cpu: u32,
+        since: u64,
+    ) -> Result<Option<Selection>, Option<u32>> {
+        let limit = since.saturating_add(OUTCOME_HORIZON_NS);
+        let mut entry: Option<(u64, u32)> = None;
+        for e in self.events.range(from..) {
+            if e.ts > limit {
+                return Ok(entry.map(|(_, wake_flags)| Selection {
+                    wake_flags,
+                    duration_ns: None,
+                }));
+            }
+            if e.cpu != cpu {
+                continue;
+            }
+            match (&e.kind, entry) {
                 (EventKind::SelectEnter { wake_flags, .. }, None) => {
-                    found = Some((e.ts, *wake_flags))
+                    entry = Some((e.ts, *wake_flags))
                 }
                 (EventKind::SelectExit { .. }, Some((t0, wake_flags))) => {
-                    return Some(Selection {
+                    return Ok(Some(Selection {
                         wake_flags,
                         duration_ns: Some(e.ts.saturating_sub(t0)),
-                    })
+                    }))
                 }
                 (
                     EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectExit { .. },
                     None,
-                ) => return None,
+                ) => return Ok(None),
                 // No return probe: the entry alone.
                 (
                     EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectEnter { .. },
                     Some((_, wake_flags)),
                 ) => {
-                    return Some(Selection {
+                    return Ok(Some(Selection {
                         wake_flags,
                         duration_ns: None,
-                    })
+                    }))
                 }
                 _ => {}
             }
         }
-        found.map(|(_, wake_flags)| Selection {
-            wake_flags,
-            duration_ns: None,
-        })
+        Err(entry.map(|(_, wake_flags)| wake_flags))
     }
 }

@@ -107,6 +107,10 @@ impl<'o> Replayer<'o> {
             });
         }
         let machine = Machine::new(setup.topo);
+        let mut lookahead = Lookahead::new(opts.lookahead_ns);
+        if setup.probes {
+            lookahead.expect_probes();
+        }
         Ok(Replayer {
             time: opts.time,
             lock_hold_ns: opts.lock_hold_ns,
@@ -118,7 +122,7 @@ impl<'o> Replayer<'o> {
             balancer: Balancer::new(&machine),
             machine,
             arms,
-            lookahead: Lookahead::new(opts.lookahead_ns),
+            lookahead,
             clock: WindowClock::default(),
             observed: Observed::default(),
             tally: Tally::default(),
@@ -135,7 +139,10 @@ impl<'o> Replayer<'o> {
     /// they complete.
     pub fn push(&mut self, events: impl IntoIterator<Item = Event>) -> Result<(), ReplayError> {
         for e in events {
-            self.probes = self.probes || matches!(e.kind, EventKind::SelectEnter { .. });
+            if !self.probes && matches!(e.kind, EventKind::SelectEnter { .. }) {
+                self.probes = true;
+                self.lookahead.expect_probes();
+            }
             self.lookahead.push(e);
         }
         while self.lookahead.ready() {
@@ -251,7 +258,7 @@ impl<'o> Replayer<'o> {
         self.tally.wakings += 1;
         let now = e.ts;
         let selection = if self.probes {
-            self.lookahead.selection(e.cpu)
+            self.lookahead.selection(e.cpu, now)
         } else {
             None
         };
@@ -264,7 +271,7 @@ impl<'o> Replayer<'o> {
         };
         let pinned = !self.probes && TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
         let skipped = &mut self.tally.skipped;
-        match (queued, self.lookahead.outcome(w.pid)) {
+        match (queued, self.lookahead.outcome(w.pid, now)) {
             (true, _) if self.probes => skipped.no_selection += 1,
             (false, Some(_)) if pinned => skipped.pinned += 1,
             (true, _) => skipped.on_rq += 1,
