@@ -146,7 +146,7 @@ pub enum ReplayError {
     /// A policy spec was not valid, or names a policy decision replay cannot run.
     #[error(transparent)]
     Policy(#[from] PolicyError),
-    /// The decisions CSV could not be written.
+    /// The decisions file (CSV or Parquet) could not be written.
     #[error("decisions file: {0}")]
     Io(#[from] std::io::Error),
     /// The trace does not fit the machine, e.g. an event on a CPU beyond `nr_cpus`.

@@ -107,7 +107,7 @@ pub enum DecisionsOut {
 const PARQUET_BATCH_ROWS: usize = 1 << 16;
 
 /// `--decisions F.parquet`: the CSV's columns, typed, in batches of
-/// [`PARQUET_BATCH_ROWS`]; the file's footer is written when the replay ends.
+/// `PARQUET_BATCH_ROWS` rows (65536); the file's footer is written when the replay ends.
 pub struct ParquetDecisions<W: Write + Send> {
     writer: Option<ArrowWriter<W>>,
     schema: Arc<Schema>,
