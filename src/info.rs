@@ -8,25 +8,41 @@ use crate::bundle::{losses, CpuLoss, Tally};
 use crate::trace::causal::{CausalCheck, TieStats};
 use crate::trace::{EventKind, EventSource, Result};
 
+/// One task's time on CPU in the trace.
 #[derive(Debug, Serialize)]
 pub struct TaskRuntime {
+    /// Its pid; never 0 (the idle task is not counted).
     pub pid: i32,
+    /// Its latest name in the events (or the source's comm table); `<...>` when unknown.
     pub comm: String,
     /// Time on CPU between sched_switch-in and -out, within the trace.
     pub runtime_ns: u64,
+    /// How often sched_switch put it on a CPU.
     pub switches_in: u64,
 }
 
+/// What a trace holds: its source, its span, its events by type, its losses and its
+/// busiest tasks.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// The trace's format as its reader names it.
     pub format: String,
+    /// uname -r of the traced kernel, when the source records it.
     pub kernel_release: Option<String>,
+    /// The trace clock, when the source records it.
     pub clock: Option<String>,
+    /// CPUs: the source's count or one past the highest CPU an event names, whichever
+    /// is more.
     pub nr_cpus: u32,
+    /// Events read (sched events the model knows; others are in `unknown_events`).
     pub events: u64,
+    /// Timestamp of the first event (ns, trace clock); None for an empty trace.
     pub first_ts_ns: Option<u64>,
+    /// Timestamp of the last event (ns, trace clock); None for an empty trace.
     pub last_ts_ns: Option<u64>,
+    /// From the first event to the last (ns).
     pub duration_ns: u64,
+    /// Events by type name, types with none left out.
     pub counts: BTreeMap<String, u64>,
     /// sched_wakeup plus sched_wakeup_new.
     pub wakeups: u64,
@@ -34,6 +50,7 @@ pub struct Summary {
     pub wakeup_migrations: u64,
     /// All other sched_migrate_task (load balance, affinity, exec).
     pub other_migrations: u64,
+    /// Per CPU: events the tracer reported lost, and the windows they fell in.
     pub lost: BTreeMap<u32, CpuLoss>,
     /// Per CPU: switches that do not continue the previous one (see bundle::Meta).
     pub switch_gaps: BTreeMap<u32, u64>,
@@ -45,10 +62,13 @@ pub struct Summary {
     pub causal_disorder: u64,
     /// Groups of events sharing one timestamp on more than one CPU, as read.
     pub tie_groups: u64,
+    /// Events outside the model, by `system:name`, skipped.
     pub unknown_events: BTreeMap<String, u64>,
+    /// The tasks with the most CPU time, most first (ties by pid), at most `top` of them.
     pub top_tasks: Vec<TaskRuntime>,
 }
 
+/// Reads the whole source once and summarises it, listing the `top` tasks by CPU time.
 pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
     let mut tally = Tally::default();
     // Per CPU: (pid running, since ts).

@@ -26,6 +26,7 @@ pub struct RunStats {
     pub span_ns: u64,
     /// CPU time of all tasks (idle excluded), ns.
     pub cpu_ns: u64,
+    /// CPU time per task (ns), from sched_switch; not serialized.
     #[serde(skip)]
     pub cpu_ns_by_pid: HashMap<i32, u64>,
     /// sched_wakeup events (wakeups of new tasks excluded).
@@ -39,14 +40,17 @@ pub struct RunStats {
     /// The same for wakees that preempted their waker on the waker's CPU: the waker
     /// runs on to its next preemption point, then the context switch.
     pub local_preempt_latency: Percentiles,
+    /// How many wakees preempted their waker on the waker's CPU (the samples above).
     pub local_preempts: u64,
     /// sched_migrate_task between a task's sched_waking and its sched_wakeup: wakeups
     /// placed off their previous CPU, by distance.
     pub wakeup_moves: Placements,
+    /// `cpu_ns` as % of the span times the CPUs.
     pub busy_pct: f64,
 }
 
 impl RunStats {
+    /// The statistics of `events` (time-ordered) on the machine `topo`.
     pub fn of(events: &[Event], topo: &Topo) -> RunStats {
         let mut s = RunStats::default();
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
@@ -137,6 +141,7 @@ impl RunStats {
         self.migrations.cross_llc + self.migrations.cross_numa
     }
 
+    /// Migrations off a CPU, same LLC or beyond.
     pub fn moved(&self) -> u64 {
         self.migrations.same_llc + self.cross_llc()
     }
@@ -151,10 +156,15 @@ pub struct Agreement {
     pub tasks_within_10pct: f64,
     /// Re-run over trace, for each.
     pub span_ratio: f64,
+    /// sched_wakeup events, re-run over trace.
     pub wakeups_ratio: f64,
+    /// sched_migrate_task events, re-run over trace.
     pub migrations_ratio: f64,
+    /// Migrations that left the LLC, re-run over trace.
     pub cross_llc_ratio: f64,
+    /// Median wakeup latency, re-run over trace.
     pub latency_p50_ratio: f64,
+    /// 99th percentile wakeup latency, re-run over trace.
     pub latency_p99_ratio: f64,
 }
 
@@ -171,6 +181,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 impl Agreement {
+    /// `run` against `trace`; a ratio over a zero is 1 when both are zero, else infinite.
     pub fn of(run: &RunStats, trace: &RunStats) -> Agreement {
         let mut diff = 0u64;
         let (mut within, mut counted) = (0u64, 0u64);
@@ -199,11 +210,15 @@ impl Agreement {
 /// kernel's own policy against the same statistic of the trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
+    /// The statistic, e.g. "wakeups" or "latency p99 ns".
     pub name: String,
+    /// Its value in the trace (for the task checks, the tasks counted).
     pub trace: f64,
+    /// Its value in the re-run (for the task checks, the tasks that pass).
     pub rerun: f64,
     /// What agreement means, as printed: "±10 %", "±3 points", "x1.5", "all".
     pub tolerance: String,
+    /// The re-run is within the tolerance.
     pub pass: bool,
 }
 
@@ -215,8 +230,11 @@ pub struct Check {
 /// self-fidelity misses any check is marked untrustworthy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SelfFidelity {
+    /// The policy the traced kernel ran, whose re-run was checked.
     pub traced_policy: String,
+    /// Each check, in the order printed.
     pub checks: Vec<Check>,
+    /// Every check passed.
     pub trustworthy: bool,
 }
 
@@ -308,6 +326,7 @@ impl SelfFidelity {
         }
     }
 
+    /// The checks that failed.
     pub fn misses(&self) -> Vec<&Check> {
         self.checks.iter().filter(|c| !c.pass).collect()
     }
@@ -344,33 +363,49 @@ impl Check {
     }
 }
 
+/// One policy's re-run of the trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct RerunArm {
+    /// The policy spec.
     pub policy: String,
+    /// What the simulator measured.
     pub result: SimResult,
+    /// The statistics of the re-run's events, as of the trace's.
     pub stats: RunStats,
+    /// How close the re-run came to the trace.
     pub against_trace: Agreement,
+    /// The re-run's bundle; None without an output directory.
     pub bundle: Option<PathBuf>,
 }
 
+/// A bundle re-run in closed loop under each policy, with the trace's own statistics and
+/// the self-fidelity gate.
 #[derive(Debug, Clone, Serialize)]
 pub struct Rerun {
+    /// The bundle re-run.
     pub bundle: PathBuf,
     /// The policy the traced kernel ran: its re-run is the fidelity measure.
     pub traced_policy: String,
+    /// What the trace became as a task model.
     pub model: TracedShape,
+    /// The trace's own statistics.
     pub trace: RunStats,
+    /// One per policy, the traced kernel's first.
     pub runs: Vec<RerunArm>,
     /// The re-run under the traced policy against the trace: whether the other
     /// policies' re-runs are to be believed.
     pub self_fidelity: SelfFidelity,
 }
 
+/// What `sisreplay simulate` re-runs and where it writes.
 pub struct RerunOptions {
+    /// The captured bundle to re-run.
     pub bundle: PathBuf,
+    /// The policies to re-run it under (the traced kernel's is added first).
     pub policies: Vec<crate::policy::PolicySpec>,
     /// Bundles of the re-runs go here, one per policy; None writes none.
     pub out_dir: Option<PathBuf>,
+    /// Re-runs at once, one per thread.
     pub jobs: usize,
 }
 

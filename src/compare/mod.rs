@@ -23,11 +23,19 @@ use crate::sim::SimResult;
 /// bundle whose own recorded behaviour is reported (the same in every row).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arm {
+    /// A policy spec, replayed over every row's trace.
     Policy(String),
-    Trace { name: String, path: PathBuf },
+    /// A captured bundle, reporting what its own trace recorded.
+    Trace {
+        /// The bundle's directory name.
+        name: String,
+        /// The bundle.
+        path: PathBuf,
+    },
 }
 
 impl Arm {
+    /// The column's heading: the policy spec, or the bundle's directory name.
     pub fn name(&self) -> &str {
         match self {
             Arm::Policy(s) => s,
@@ -40,16 +48,25 @@ impl Arm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
+    /// se_eff, % (schedstat_parse.py): searches that found a CPU per runqueue scanned.
     SeEff,
+    /// Searches that found an idle CPU, % of searches.
     SuccessRate,
+    /// Runqueues scanned per select_idle_sibling call.
     ScannedPerSearch,
+    /// Modelled search time per replayed wakeup, µs.
     SearchUsPerWakeup,
+    /// Wakeups placed on another CPU than prev_cpu, %.
     MovedPct,
+    /// Wakeups placed in another LLC than prev_cpu's, %.
     CrossLlcPct,
+    /// Wakeup latency, sched_waking to the wakee running, µs: trace arms only (decision
+    /// replay is open loop and cannot say when the wakee would have run).
     WakeupLatencyUs,
 }
 
 impl Metric {
+    /// Every metric, in the order the tables are printed.
     pub const ALL: [Metric; 7] = [
         Metric::SeEff,
         Metric::SuccessRate,
@@ -59,6 +76,7 @@ impl Metric {
         Metric::CrossLlcPct,
         Metric::WakeupLatencyUs,
     ];
+    /// The table's heading, with its unit and which way is better.
     pub fn title(self) -> &'static str {
         match self {
             Metric::SeEff => "SIS search efficiency se_eff% (higher is better)",
@@ -92,6 +110,7 @@ impl Metric {
             Metric::SearchUsPerWakeup | Metric::WakeupLatencyUs => "us",
         }
     }
+    /// True for se_eff and the success rate; every other metric is better lower.
     pub fn higher_is_better(self) -> bool {
         matches!(self, Metric::SeEff | Metric::SuccessRate)
     }
@@ -146,7 +165,9 @@ impl Metric {
 /// One arm of one metric on one trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
+    /// Mean over the windows that have a value, in the metric's unit.
     pub mean: f64,
+    /// Sample standard deviation over those windows, % of the mean (0 when the mean is 0).
     pub std_pct: f64,
     /// (mean − base mean) / base mean, in percent; 0 for the baseline, None when the
     /// baseline has no value for this metric.
@@ -159,26 +180,36 @@ pub struct Cell {
     pub change_interval_pct: Option<(f64, f64)>,
 }
 
+/// One trace in one metric's table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// The trace's name: the bundle's directory, or the file's stem.
     pub trace: String,
+    /// Wakeups decision replay replayed on it.
     pub wakeups: u64,
     /// One per arm, the baseline first; None where the arm has no value for the metric.
     pub cells: Vec<Option<Cell>>,
 }
 
+/// One metric over every trace and arm.
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {
+    /// What the table compares.
     pub metric: Metric,
+    /// One per row trace, in the order given.
     pub rows: Vec<Row>,
 }
 
 /// What one trace recorded, for the summary under the tables.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceSummary {
+    /// The trace's name: the bundle's directory, or the file's stem.
     pub trace: String,
+    /// Where it was read from.
     pub path: PathBuf,
+    /// Trace time from the first event to the last (ns).
     pub duration_ns: u64,
+    /// What the trace recorded, whatever any model says.
     pub observed: Observed,
     /// What the simulator measured, for a bundle `synth` or `simulate` wrote.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,16 +236,27 @@ impl TraceSummary {
 /// of a real machine has: throughput, and latency with the policy's own placements.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimSummary {
+    /// The simulated workload's name: a synth workload, or the trace a re-run rebuilt.
     pub workload: String,
+    /// The policy spec simulated.
     pub policy: String,
+    /// What one unit of `throughput_per_s` is, e.g. "transactions".
     pub unit: String,
+    /// Units of work finished per simulated second after warm-up.
     pub throughput_per_s: f64,
+    /// Wakeups placed during the measured time.
     pub wakeups: u64,
+    /// Median wakeup latency, waking to running (ns).
     pub latency_p50_ns: u64,
+    /// 90th percentile of the wakeup latency (ns).
     pub latency_p90_ns: u64,
+    /// 99th percentile of the wakeup latency (ns).
     pub latency_p99_ns: u64,
+    /// se_eff over the whole run, %.
     pub se_eff: f64,
+    /// Runqueues scanned per search over the whole run.
     pub scanned_per_search: f64,
+    /// Wakeups placed in another LLC (or node) than prev_cpu, % of wakeups.
     pub cross_llc_pct: f64,
     /// For a re-run of a trace (`simulate -o`): how the re-run of that trace under its
     /// kernel's own policy matched it; a counterfactual of a trace that misses it is
@@ -295,13 +337,18 @@ impl SimSummary {
     }
 }
 
+/// A whole comparison: one table per metric, rows = traces, columns = arms.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// The arms' names, the baseline first.
     pub arms: Vec<String>,
     /// "policy" or "trace", per arm.
     pub kinds: Vec<&'static str>,
+    /// Time windows each trace is split into for the std and the tests.
     pub windows: u32,
+    /// The significance test used, in words.
     pub test: &'static str,
+    /// One per metric, in [`Metric::ALL`]'s order.
     pub tables: Vec<Table>,
     /// Every trace read: the rows' and the trace arms'.
     pub traces: Vec<TraceSummary>,
@@ -580,10 +627,13 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
     })
 }
 
+/// Why a comparison could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// A trace or bundle could not be opened.
     #[error(transparent)]
     Bundle(#[from] bundle::BundleError),
+    /// A trace could not be replayed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
     /// A bundle's results/sim.json that cannot be read.

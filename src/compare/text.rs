@@ -39,6 +39,8 @@ fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
     }
 }
 
+/// The comparison as text: one table per metric that some arm has a value for (arms
+/// compared two at a time beside the baseline), the legend, and what each trace recorded.
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
     let mut absolute = false;

@@ -5,8 +5,10 @@
 
 use serde::Serialize;
 
+/// The fitted line: duration = entry_ns + probe_ns · runqueues probed.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Fit {
+    /// Wakeups the line was fitted to.
     pub samples: u64,
     /// Intercept: ns spent whatever the scan, in select_task_rq_fair itself.
     pub entry_ns: f64,
@@ -28,6 +30,7 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// One wakeup: runqueues the model probed, and the measured duration (ns).
     pub fn add(&mut self, probed: u32, ns: u64) {
         let (x, y) = (probed as f64, ns as f64);
         self.n += 1.0;

@@ -25,7 +25,9 @@ pub struct Measured {
     pub version: u32,
     /// Numbers on a cpu line: 13, 15 or 17.
     pub fields: usize,
+    /// CPUs on the after snapshot's cpu lines.
     pub cpus: u32,
+    /// after − before, summed over those CPUs.
     pub counters: SisCounters,
 }
 

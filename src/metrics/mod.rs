@@ -44,6 +44,7 @@ fn pct(a: f64, b: f64) -> f64 {
 }
 
 impl Derived {
+    /// The percentages of `k`; a ratio whose denominator is 0 is 0 (mm_search_eff: 100).
     pub fn of(k: &SisCounters) -> Derived {
         let (search, dom, scanned, failed) = (
             k.search as f64,
@@ -69,9 +70,10 @@ impl Derived {
     }
 }
 
-/// A log2 histogram of microseconds, bucketed as bpftrace's hist(): [0], [1], [2, 4), ...
+/// A log2 histogram of microseconds, bucketed as bpftrace's hist(): `[0]`, `[1]`, `[2, 4)`, ...
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Log2Hist {
+    /// Samples per bucket, indexed as in [`Log2Hist::add`]; up to the highest one used.
     pub buckets: Vec<u64>,
 }
 
@@ -114,13 +116,18 @@ impl Log2Hist {
 /// How far a task moved: how placements are counted and what a move costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distance {
+    /// Did not move.
     SameCpu,
+    /// Another CPU sharing the LLC (cpus_share_cache).
     SameLlc,
+    /// Another LLC in the same NUMA node.
     CrossLlc,
+    /// Another NUMA node.
     CrossNuma,
 }
 
 impl Distance {
+    /// The distance from CPU `from` to CPU `to`.
     pub fn between(topo: &Topo, from: u32, to: u32) -> Distance {
         if from == to {
             Distance::SameCpu
@@ -137,9 +144,13 @@ impl Distance {
 /// Where a wakee ended up relative to its previous CPU.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Placements {
+    /// Wakeups placed on prev_cpu itself.
     pub same_cpu: u64,
+    /// Wakeups placed on another CPU of prev_cpu's LLC.
     pub same_llc: u64,
+    /// Wakeups placed in another LLC of prev_cpu's NUMA node.
     pub cross_llc: u64,
+    /// Wakeups placed on another NUMA node than prev_cpu's.
     pub cross_numa: u64,
 }
 
@@ -158,16 +169,20 @@ impl Placements {
 /// One replayed wakeup as the fidelity accounting sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Decision {
+    /// Trace time of the sched_waking (ns).
     pub now_ns: u64,
     /// The path the model's search took.
     pub path: Path,
     /// The step of select_task_rq_fair that chose the target (wake_wide,
     /// wake_affine_idle, wake_affine_weight, waker is prev).
     pub stage: &'static str,
+    /// prev_cpu: the wakee's CPU at sched_waking (its target_cpu field).
     pub prev: u32,
+    /// The CPU sched_waking was recorded on.
     pub waker_cpu: u32,
-    /// The CPU the model chose, and the one the kernel chose.
+    /// The CPU the model chose.
     pub predicted: u32,
+    /// The CPU the kernel chose (sched_wakeup's target_cpu).
     pub recorded: u32,
     /// Activated through the IPI wakelist (recorded on the target later).
     pub ipi: bool,
@@ -189,7 +204,9 @@ const MAX_BUCKETS: usize = 4096;
 /// Agreement of a policy with the kernel's recorded choices.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Fidelity {
+    /// Wakeups replayed through the model.
     pub decisions: u64,
+    /// Of `decisions`, those where the model chose the kernel's CPU.
     pub agree: u64,
     /// Per path the model took: (decisions, agreeing).
     pub by_path: BTreeMap<String, (u64, u64)>,
@@ -198,16 +215,22 @@ pub struct Fidelity {
     pub by_affine: BTreeMap<String, (u64, u64)>,
     /// Wakeups activated through the IPI wakelist (recorded on the target later).
     pub ipi: (u64, u64),
+    /// Of `decisions`, those where the model's CPU shares an LLC with the kernel's (exact
+    /// agreement included).
     pub same_llc_agree: u64,
+    /// Wakeups whose CPU the kernel chose is in another LLC than prev_cpu.
     pub recorded_cross_llc: u64,
+    /// Wakeups whose CPU the model chose is in another LLC than prev_cpu.
     pub predicted_cross_llc: u64,
-    /// The baselines on the same wakeups: how often the kernel chose prev, and how
-    /// often the waker's CPU.
+    /// The baselines on the same wakeups: how often the kernel chose prev_cpu (a policy
+    /// that never moves a task would agree this often).
     pub always_prev: u64,
+    /// Wakeups where the kernel chose the waker's CPU (the other baseline).
     pub always_waker: u64,
     /// (decisions, agreeing) in each tenth of the time from the first replayed wakeup
     /// to the last: a state that drifts shows as falling agreement.
     pub by_decile: Vec<(u64, u64)>,
+    /// What the reconstructed machine state needed mending over the trace.
     pub repairs: StateRepairs,
     #[serde(skip)]
     buckets: Vec<(u64, u64)>,
@@ -218,6 +241,7 @@ pub struct Fidelity {
 }
 
 impl Fidelity {
+    /// `agree` as % of `decisions` (0 when nothing was replayed).
     pub fn agreement_pct(&self) -> f64 {
         pct(self.agree as f64, self.decisions as f64)
     }
@@ -289,15 +313,21 @@ impl Fidelity {
 /// Per time window, what compare needs for run-to-run variation.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Window {
+    /// Trace time the window starts at (ns).
     pub start_ns: u64,
+    /// SIS counters of the searches in the window.
     pub counters: SisCounters,
+    /// Modelled search time summed over the window's wakeups (ns).
     pub search_ns: u64,
+    /// Wakeups placed in another LLC than prev_cpu.
     pub cross_llc: u64,
+    /// Wakeups decided in the window.
     pub wakeups: u64,
     /// Wakeups placed on another CPU than prev.
     pub moved: u64,
-    /// Sum and count of waking→running latencies that ended in this window (observed only).
+    /// Sum of the waking→running latencies that ended in this window, ns (observed only).
     pub latency_ns: u64,
+    /// How many latencies `latency_ns` sums.
     pub latencies: u64,
 }
 
@@ -317,17 +347,24 @@ impl Window {
     }
 }
 
+/// Everything one policy counted over a replay or simulation, as written to results.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyMetrics {
+    /// The policy spec as given, e.g. `sis_util:pct=117`.
     pub policy: String,
+    /// SIS counters summed over every decision.
     pub counters: SisCounters,
+    /// Percentages of `counters`, filled in by [`PolicyMetrics::finish`].
     pub derived: Derived,
+    /// Decisions per select_idle_sibling path (`target`, `prev`, `recent`, ..., `failed`).
     pub paths: BTreeMap<String, u64>,
     /// Index = runqueues probed in one search.
     pub probed: Vec<u64>,
     /// Search time in µs, log2 buckets.
     pub search_us: Log2Hist,
+    /// Modelled search time summed over every decision (ns).
     pub search_ns_total: u64,
+    /// Chosen CPU against prev_cpu, by distance.
     pub placements: Placements,
     /// Placed on a busy CPU while target's LLC had an idle one.
     pub stacked_with_idle: u64,
@@ -335,11 +372,14 @@ pub struct PolicyMetrics {
     pub remote_rq_locks: u64,
     /// Two acquisitions of one rq lock within the hold window.
     pub rq_lock_collisions: u64,
+    /// Agreement with the kernel's recorded choices: replay only, None in simulation.
     pub fidelity: Option<Fidelity>,
+    /// The same counts per time window, for run-to-run variation.
     pub windows: Vec<Window>,
 }
 
 impl PolicyMetrics {
+    /// Nothing counted yet, no fidelity accounting.
     pub fn new(policy: &str) -> PolicyMetrics {
         PolicyMetrics {
             policy: policy.to_string(),
@@ -363,9 +403,13 @@ impl PolicyMetrics {
 /// recorded, and the machine around the decision.
 #[derive(Debug, Clone, Copy)]
 pub struct Replayed {
+    /// Trace time of the sched_waking (ns).
     pub now: u64,
+    /// The wakee.
     pub pid: i32,
+    /// The CPU sched_waking was recorded on.
     pub waker_cpu: u32,
+    /// prev_cpu: the wakee's CPU at sched_waking.
     pub prev: u32,
     /// The target the search starts from (wake_affine's choice).
     pub target: u32,

@@ -9,13 +9,18 @@ use super::windows::{self, Slot};
 use super::{Log2Hist, Placements, Window};
 use crate::state::Topo;
 
-/// Waking→running latency percentiles, nanoseconds.
+/// Percentiles of a set of durations, in the samples' unit (ns wherever used).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
+    /// Median (nearest rank); 0 with no samples.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p99_9: u64,
+    /// The largest sample.
     pub max: u64,
 }
 
@@ -46,9 +51,13 @@ pub const TOP: usize = 20;
 /// One task's waking-to-running latency.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct TaskLatency {
+    /// The task.
     pub pid: i32,
+    /// Its wakeups whose wait was measured.
     pub wakeups: u64,
+    /// Their waits summed (ns).
     pub total_ns: u64,
+    /// The longest wait (ns).
     pub max_ns: u64,
     /// The sched_waking of the longest wait.
     pub max_at_ns: u64,
@@ -57,11 +66,16 @@ pub struct TaskLatency {
 /// One long wait: the wakee, its sched_waking, and how long until it ran.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct WorstWakeup {
+    /// The wakee.
     pub pid: i32,
+    /// Timestamp of its sched_waking (ns, trace clock).
     pub waking_ns: u64,
+    /// From that sched_waking to the sched_switch that ran it (ns).
     pub latency_ns: u64,
 }
 
+/// What the trace recorded over a replay, policy-independent: the kernel's placements,
+/// migrations and wakeup latencies, overall and per time window.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Observed {
     /// Wakeups that went through select_task_rq (the ones replayed).
@@ -70,18 +84,21 @@ pub struct Observed {
     pub placements: Placements,
     /// Every sched_migrate_task, by distance: wakeup placements and load balancing alike.
     pub migrations: Placements,
-    /// Waking→running latency of those wakeups, µs in log2 buckets, and percentiles.
+    /// Waking→running latency of those wakeups, µs in log2 buckets.
     pub latency_us: Log2Hist,
+    /// The same latencies' percentiles, ns.
     pub latency: Percentiles,
     /// Wakeups whose task did not run again before the trace ended.
     pub never_ran: u64,
     /// Wakeups followed by another of the same task before a switch to it was seen (the
     /// switch is missing from the trace): no latency is measured for the first.
     pub rewoken: u64,
+    /// Per time window: wakeups, placements and latencies, for run-to-run variation.
     pub windows: Vec<Window>,
     /// Measured select_task_rq_fair durations (the `--search-latency` probes), µs in
-    /// log2 buckets, and their percentiles in ns; empty when the trace has no probes.
+    /// log2 buckets; empty when the trace has no probes.
     pub search_latency_us: Log2Hist,
+    /// Their percentiles, ns; all 0 when the trace has no probes.
     pub search_latency: Percentiles,
     /// Per task: its wakeups' latency, as `perf sched latency` lists them, the tasks with
     /// the longest single wait first (at most [`TOP`]).
@@ -138,11 +155,13 @@ impl Observed {
         wd.latencies += 1;
     }
 
+    /// One waking→running latency (ns), counted in the totals only.
     pub fn note_latency(&mut self, ns: u64) {
         self.latency_us.add(ns / 1000);
         self.latencies_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 
+    /// One measured select_task_rq_fair duration (ns).
     pub fn note_search(&mut self, ns: u64) {
         self.search_latency_us.add(ns / 1000);
         self.search_ns.push(ns.min(u32::MAX as u64) as u32);

@@ -14,7 +14,9 @@ const FIRST_FINE_NS: u64 = 1_000_000;
 /// Where a time falls among the fine windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {
+    /// Fine window number, counted from the first event at the current window length.
     pub index: usize,
+    /// Trace time the window starts at (ns).
     pub start_ns: u64,
 }
 

@@ -6,9 +6,11 @@
 //! calc_global_load) the threshold is recomputed by walking buckets from the top until
 //! ⌊online · 820 / 1024⌋ CPUs are covered:
 //!
+//! ```text
 //!   count = 0; b = 127
 //!   while count < ⌊online·820/1024⌋ and b ≥ 0: count += buckets[b]; b −= 1
 //!   threshold = b << 3                        (unsigned: b = −1 makes every CPU low)
+//! ```
 //!
 //! so the bucket just below the last one counted is still "not low"; a CPU is low when
 //! capload < threshold. target and prev are taken only when idle and not low; the
@@ -22,14 +24,17 @@
 use super::sis_prop::{SisProp, DEFAULT_AVG_IDLE_NS};
 use super::{Budget, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
 
+/// Builds `cas` (the percentile threshold) from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(Cas::from_params(p, false))
 }
 
+/// Builds `cas_static` (the fixed cutoff) from checked parameters.
 pub fn build_static(p: &Params) -> Box<dyn Policy> {
     Box::new(Cas::from_params(p, true))
 }
 
+/// Registry entry of `cas`: the patch as posted, a global 80th-percentile threshold.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "cas",
     aliases: &[],
@@ -47,6 +52,7 @@ pub static INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// Registry entry of `cas_static`: the review's fixed per-CPU cutoff.
 pub static STATIC_INFO: PolicyInfo = PolicyInfo {
     name: "cas_static",
     aliases: &[],
@@ -75,6 +81,7 @@ pub static STATIC_INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// Capload buckets, each 8 wide, covering 0..1023.
 pub const BUCKETS: usize = 128;
 
 /// capload of a CPU: its capacity on a 0..1023 scale against the largest capacity.
@@ -97,6 +104,8 @@ pub fn threshold(buckets: &[u32; BUCKETS], online: u32, thrs_pct: u32) -> u32 {
     (b << 3) as u32
 }
 
+/// How many CPUs fall in each capload bucket (bucket = capload / 8, capload capped at
+/// 1023).
 pub fn buckets_of(caploads: &[u32]) -> [u32; BUCKETS] {
     let mut b = [0u32; BUCKETS];
     for &c in caploads {
@@ -105,6 +114,8 @@ pub fn buckets_of(caploads: &[u32]) -> [u32; BUCKETS] {
     b
 }
 
+/// CAS over v5.18 SIS_PROP's budget: `cas` (global percentile threshold, recomputed every
+/// LOAD_FREQ) or `cas_static` (fixed cutoff).
 pub struct Cas {
     /// Some(cutoff) for cas_static.
     cutoff: Option<u32>,
@@ -116,6 +127,8 @@ pub struct Cas {
 }
 
 impl Cas {
+    /// `cas_static` when `is_static`, otherwise `cas`, from checked parameters; the
+    /// threshold starts at 0 (no CPU is low) as after init_capacity_buckets.
     pub fn from_params(p: &Params, is_static: bool) -> Cas {
         let hz = p.int("hz");
         Cas {

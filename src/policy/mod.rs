@@ -55,13 +55,15 @@ pub struct LlcBalance {
 /// What a policy knows at the moment of a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ScanContext {
-    /// Target's LLC id and size.
+    /// Target's LLC id: its lowest CPU, as the kernel's sd_llc_id.
     pub llc: u32,
+    /// CPUs in target's LLC (sd_llc_size), inactive ones included.
     pub llc_size: u32,
     /// The waking CPU, whose rq SIS_PROP reads.
     pub waker_cpu: u32,
     /// The waking CPU's LLC id (SIS_PROP keeps avg_scan_cost there).
     pub waker_llc: u32,
+    /// Trace time of the wakeup (ns); SIS_PROP ages its idle estimate by it.
     pub now_ns: u64,
     /// The LLC has an idle core: select_idle_cpu scans for cores, unbounded, and
     /// SIS_PROP does not apply.
@@ -71,17 +73,20 @@ pub struct ScanContext {
 /// Everything the registry says about a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyInfo {
+    /// The name `--policy` takes and results are keyed by, e.g. `sis_util`.
     pub name: &'static str,
+    /// Other names accepted for it (`vanilla` for `sis_prop`).
     pub aliases: &'static [&'static str],
     /// Kernel release or patch the model follows.
     pub follows: &'static str,
+    /// One line on what it does, for `sisreplay policies`.
     pub summary: &'static str,
+    /// The parameters it takes, with ranges and defaults; empty when none.
     pub params: &'static [ParamInfo],
     /// Decision replay can run it; false for policies that change only load balancing.
     pub replayable: bool,
 }
 
-/// One idle-search policy, with its state.
 /// How far newidle balance may look for a task to pull (seed 002 restricts it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NewidleReach {
@@ -93,7 +98,11 @@ pub enum NewidleReach {
     Llc,
 }
 
+/// One idle-search policy, with its state: it is told what the machine did (periodic
+/// balances, idle periods, capacity changes) and answers how far select_idle_cpu may scan.
+/// All times are trace time in ns.
 pub trait Policy: Send {
+    /// The registry's description of this policy (for CAS, of the variant it was built as).
     fn info(&self) -> &'static PolicyInfo;
 
     /// How far newidle balance may pull from under this policy (simulation).
@@ -127,6 +136,7 @@ pub trait Policy: Send {
 /// One line of the registry: a policy's description, how to build it, and the sched
 /// features a stock kernel runs it under.
 pub struct Entry {
+    /// The policy's name, parameters and what it follows.
     pub info: &'static PolicyInfo,
     /// Builds the policy from parameters already checked against `info`.
     pub build: fn(&Params) -> Box<dyn Policy>,
@@ -202,12 +212,16 @@ pub fn lookup(name: &str) -> Option<&'static PolicyInfo> {
     entry(name).map(|e| e.info)
 }
 
+/// A policy spec that cannot be built or cannot run where it was asked for.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// No policy has this name or alias (the name as given).
     #[error("unknown policy {0:?}{hint}; `sisreplay policies` lists them", hint = did_you_mean(.0))]
     Unknown(String),
+    /// A parameter is unknown, malformed or out of range.
     #[error("{0}")]
     Param(#[from] ParamError),
+    /// The policy changes load balancing only, so decision replay cannot run it (its spec).
     #[error("{0} changes load balancing, not the wakeup search: it runs in `simulate`, not in decision replay")]
     NotReplayable(String),
 }
@@ -244,6 +258,9 @@ impl std::fmt::Debug for Entry {
 }
 
 impl PolicySpec {
+    /// Parses `name[:key=value...]`: the name or alias must be registered and every
+    /// parameter declared by that policy and within its range; the rest keep their
+    /// defaults.
     pub fn parse(text: &str) -> Result<PolicySpec, PolicyError> {
         let (name, rest) = text.split_once(':').unwrap_or((text, ""));
         let entry = entry(name).ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
@@ -254,6 +271,7 @@ impl PolicySpec {
         })
     }
 
+    /// The registry's description of the named policy.
     pub fn info(&self) -> &'static PolicyInfo {
         self.entry.info
     }
@@ -263,6 +281,7 @@ impl PolicySpec {
         self.entry.features
     }
 
+    /// The parameter values in force, defaults filled in.
     pub fn params(&self) -> &Params {
         &self.params
     }
@@ -326,7 +345,9 @@ pub fn from_features(features: &str) -> Option<&'static PolicyInfo> {
 /// One row of a budget curve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BudgetPoint {
+    /// Average utilisation of the LLC's CPUs the periodic balance saw, % (0, 5, …, 100).
     pub util_pct: u32,
+    /// CPUs the next select_idle_cpu may examine in idle-CPU mode, capped at the LLC size.
     pub nr_scan: u32,
 }
 

@@ -10,10 +10,12 @@ use super::{
     Budget, LlcBalance, NewidleReach, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext,
 };
 
+/// Builds `newidle_llc` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(NewidleLlc::from_params(p))
 }
 
+/// Registry entry of `newidle_llc` (simulation only: `replayable` is false).
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "newidle_llc",
     aliases: &[],
@@ -33,16 +35,21 @@ pub static INFO: PolicyInfo = PolicyInfo {
 /// Which newidle domains the policy skips.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopAbove {
+    /// Skip domains with SD_NUMA, as the patch's code does (PKG is still balanced).
     Numa,
+    /// Skip every domain above the LLC, as the patch's title reads.
     Llc,
 }
 
+/// Seed 002's newidle restriction, with the merged SIS_UTIL wakeup search.
 pub struct NewidleLlc {
+    /// The `stop_above` parameter.
     pub stop_above: StopAbove,
     search: SisUtil,
 }
 
 impl NewidleLlc {
+    /// From checked parameters; the search uses the default imbalance_pct (117).
     pub fn from_params(p: &Params) -> NewidleLlc {
         NewidleLlc {
             stop_above: match p.choice("stop_above") {

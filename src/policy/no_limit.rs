@@ -3,10 +3,12 @@
 
 use super::{Budget, ParamInfo, Params, Policy, PolicyInfo, ScanContext};
 
+/// Builds `no_limit` (it takes no parameters).
 pub fn build(_: &Params) -> Box<dyn Policy> {
     Box::new(NoLimit)
 }
 
+/// Registry entry of `no_limit`.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "no_limit",
     aliases: &[],
@@ -16,6 +18,7 @@ pub static INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// The whole LLC every time: the budget is always [`Budget::Unlimited`].
 pub struct NoLimit;
 
 impl Policy for NoLimit {

@@ -1,5 +1,5 @@
 //! Policy parameters: each policy declares its parameters (name, type, range, default) in
-//! its [`PolicyInfo`](super::PolicyInfo); text given on the command line
+//! its [`PolicyInfo`]; text given on the command line
 //! (`name:key=value[:key=value...]`) is checked against that declaration once, when the
 //! spec is parsed, so a policy is built from values known to be in range.
 
@@ -9,21 +9,33 @@ use serde::Serialize;
 
 use super::PolicyInfo;
 
+/// A policy parameter on the command line that does not match the policy's declaration.
 #[derive(Debug, thiserror::Error)]
 pub enum ParamError {
+    /// The policy declares no parameter of this name.
     #[error("{policy}: unknown parameter {key:?} (it takes: {known})")]
     Unknown {
+        /// The policy's registry name.
         policy: &'static str,
+        /// The name given.
         key: String,
+        /// The policy's parameter names, comma-separated, or "no parameters".
         known: String,
     },
+    /// A declared parameter whose value is not a number, is out of range or is not one
+    /// of the choices.
     #[error("{policy}: {key}={value:?}: {why}")]
     Bad {
+        /// The policy's registry name.
         policy: &'static str,
+        /// The parameter's name.
         key: String,
+        /// The value as given.
         value: String,
+        /// What is wrong with it, e.g. "must be within 100..=200".
         why: String,
     },
+    /// A part without `=`: the part as given, and the policy's registry name.
     #[error("{policy}: expected key=value, found {0:?}", policy = .1)]
     Syntax(String, &'static str),
 }
@@ -33,10 +45,19 @@ pub enum ParamError {
 #[serde(rename_all = "snake_case")]
 pub enum ParamKind {
     /// An integer in `min..=max`.
-    Int { default: u64, min: u64, max: u64 },
+    Int {
+        /// Used when the spec does not set it.
+        default: u64,
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+    },
     /// One of the words in `options`.
     Choice {
+        /// Used when the spec does not set it; one of `options`.
         default: &'static str,
+        /// The accepted words.
         options: &'static [&'static str],
     },
 }
@@ -44,8 +65,11 @@ pub enum ParamKind {
 /// One parameter a policy declares.
 #[derive(Debug, Clone, Serialize)]
 pub struct ParamInfo {
+    /// The key on the command line, e.g. `pct` in `sis_util:pct=117`.
     pub name: &'static str,
+    /// Its type, range or choices, and default.
     pub kind: ParamKind,
+    /// One line on what it sets, for `sisreplay policies`.
     pub doc: &'static str,
 }
 

@@ -21,10 +21,12 @@ use super::{Budget, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContex
 /// 2 · sysctl_sched_migration_cost: every rq's avg_idle at boot.
 pub const DEFAULT_AVG_IDLE_NS: u64 = 1_000_000;
 
+/// Builds `sis_prop` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(SisProp::from_params(p))
 }
 
+/// Registry entry of `sis_prop` (alias `vanilla`).
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_prop",
     aliases: &["vanilla"],
@@ -70,6 +72,8 @@ struct RqIdle {
     wake_stamp: u64,
 }
 
+/// v5.18 SIS_PROP: each rq's aged idle estimate (wake_avg_idle, wake_stamp) and each LLC's
+/// avg_scan_cost, created on first use.
 pub struct SisProp {
     jiffy_ns: u64,
     initial_avg_idle: u64,
@@ -89,6 +93,7 @@ impl SisProp {
         }
     }
 
+    /// From checked parameters (`hz`, `avg_idle_ns`).
     pub fn from_params(p: &Params) -> SisProp {
         SisProp::new(p.int("hz"), p.int("avg_idle_ns"))
     }

@@ -19,10 +19,12 @@ use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo
 /// The LLC domain's imbalance_pct (sd_init: 117 for MC).
 pub const DEFAULT_PCT: u64 = 117;
 
+/// Builds `sis_util` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(SisUtil::from_params(p))
 }
 
+/// Registry entry of `sis_util`.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util",
     aliases: &[],
@@ -50,6 +52,7 @@ pub fn nr_idle_scan(sum_util: u64, llc_weight: u32, pct: u64) -> u32 {
     ((1024 - tmp) * llc_weight as u64 / 1024) as u32
 }
 
+/// Merged SIS_UTIL: the last nr_idle_scan of each LLC (sd_llc_shared->nr_idle_scan).
 pub struct SisUtil {
     pct: u64,
     /// Per LLC id: the last nr_idle_scan written (absent = 0, as after boot).
@@ -65,6 +68,7 @@ impl SisUtil {
         }
     }
 
+    /// From checked parameters (`pct`).
     pub fn from_params(p: &Params) -> SisUtil {
         SisUtil::new(p.int("pct"))
     }

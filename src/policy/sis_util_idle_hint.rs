@@ -1,4 +1,4 @@
-//! The follow-up seed 000 proposes for its limitation [2]: "the nr_scan should be
+//! The follow-up seed 000 proposes for its limitation \[2\]: "the nr_scan should be
 //! increased if idle CPUs are detected during periodic load balance". With tasks pinned
 //! to 7 of 8 CPUs the LLC is 87.5 % utilised, merged SIS_UTIL stops scanning and the idle
 //! CPU is never found. Here the merged budget is kept, but when the last periodic
@@ -10,10 +10,12 @@ use std::collections::HashMap;
 use super::sis_util::nr_idle_scan;
 use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
 
+/// Builds `sis_util_idle_hint` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(SisUtilIdleHint::from_params(p))
 }
 
+/// Registry entry of `sis_util_idle_hint`.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_idle_hint",
     aliases: &[],
@@ -42,6 +44,8 @@ pub static INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// Merged SIS_UTIL with a floor of `min_pct` % of the LLC (rounded up) after a periodic
+/// balance that saw an idle CPU; per LLC, the last budget computed (0 before any balance).
 pub struct SisUtilIdleHint {
     pct: u64,
     min_pct: u32,
@@ -49,6 +53,7 @@ pub struct SisUtilIdleHint {
 }
 
 impl SisUtilIdleHint {
+    /// From checked parameters (`pct`, `min_pct`).
     pub fn from_params(p: &Params) -> SisUtilIdleHint {
         SisUtilIdleHint {
             pct: p.int("pct"),

@@ -1,4 +1,4 @@
-//! The follow-up seed 000 proposes for its limitation [3] (Prateek Nayak): "we should scan
+//! The follow-up seed 000 proposes for its limitation \[3\] (Prateek Nayak): "we should scan
 //! aggressively in an LLC domain with 16 CPUs. Because the cost to search for an idle one
 //! among 16 CPUs is negligible." LLCs of at most `max_llc` CPUs are scanned whole; larger
 //! ones use merged SIS_UTIL. Not in any kernel.
@@ -6,10 +6,12 @@
 use super::sis_util::SisUtil;
 use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
 
+/// Builds `sis_util_small_llc` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(SisUtilSmallLlc::from_params(p))
 }
 
+/// Registry entry of `sis_util_small_llc`.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_small_llc",
     aliases: &[],
@@ -38,6 +40,7 @@ pub static INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// Whole-LLC scans up to `max_llc` CPUs, merged SIS_UTIL above.
 pub struct SisUtilSmallLlc {
     max_llc: u32,
     /// Merged SIS_UTIL, for the larger LLCs.
@@ -45,6 +48,7 @@ pub struct SisUtilSmallLlc {
 }
 
 impl SisUtilSmallLlc {
+    /// From checked parameters (`pct`, `max_llc`).
     pub fn from_params(p: &Params) -> SisUtilSmallLlc {
         SisUtilSmallLlc {
             max_llc: p.int("max_llc") as u32,

@@ -10,10 +10,12 @@ use std::collections::HashMap;
 
 use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
 
+/// Builds `sis_util_v3` from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
     Box::new(SisUtilV3::from_params(p))
 }
 
+/// Registry entry of `sis_util_v3`.
 pub static INFO: PolicyInfo = PolicyInfo {
     name: "sis_util_v3",
     aliases: &[],
@@ -31,6 +33,8 @@ pub static INFO: PolicyInfo = PolicyInfo {
     replayable: true,
 };
 
+/// v3's nr_scan for one LLC snapshot: `sum_util` (1024 per busy CPU) over `nr_llc` CPUs,
+/// with `div` the divisor of x² (72 as posted). 0 for an empty LLC.
 pub fn nr_scan(sum_util: u64, nr_llc: u32, div: i64) -> u32 {
     if nr_llc == 0 {
         return 0;
@@ -39,12 +43,14 @@ pub fn nr_scan(sum_util: u64, nr_llc: u32, div: i64) -> u32 {
     ((100 - pct * pct / div) * nr_llc as i64 / 100).max(0) as u32
 }
 
+/// SIS_UTIL v3: the last nr_scan of each LLC (0 before its first periodic balance).
 pub struct SisUtilV3 {
     div: i64,
     nr_scan: HashMap<u32, u32>,
 }
 
 impl SisUtilV3 {
+    /// From checked parameters (`div`).
     pub fn from_params(p: &Params) -> SisUtilV3 {
         SisUtilV3 {
             div: p.int("div") as i64,

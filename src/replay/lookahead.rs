@@ -22,6 +22,7 @@ pub struct Outcome {
 /// What the select_task_rq_fair probes recorded for one waking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
+    /// The WF_* flags select_task_rq_fair was called with (WF_SYNC = 0x10, WF_TTWU = 0x08).
     pub wake_flags: u32,
     /// From the return probe, when the capture had one.
     pub duration_ns: Option<u64>,

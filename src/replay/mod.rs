@@ -28,9 +28,11 @@ pub use observer::DecisionsOut;
 use observer::{CsvDecisions, DecisionObserver, Explainer, ParquetDecisions};
 use replayer::{Replayer, Setup};
 
+/// What a decision replay runs and what it writes besides its result.
 pub struct ReplayOptions {
     /// The policies replayed, e.g. `sis_util:pct=117`.
     pub policies: Vec<PolicySpec>,
+    /// The modelled search cost (entry and per-runqueue ns) search times are counted in.
     pub time: TimeModel,
     /// How far ahead a sched_waking looks for its sched_wakeup.
     pub lookahead_ns: u64,
@@ -88,23 +90,38 @@ pub struct Skipped {
     pub pinned: u64,
 }
 
+/// One trace replayed through every policy: what was replayed, what was skipped and why,
+/// and each policy's counts. Written to the bundle's `results/` as JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayResult {
+    /// uname -r of the traced kernel, when the bundle or the trace recorded it.
     pub kernel_release: Option<String>,
+    /// The policy taken as the traced kernel's, whose choices fidelity compares.
     pub as_kernel: String,
+    /// CPUs of the replayed machine.
     pub nr_cpus: u32,
+    /// LLCs of the replayed machine.
     pub llcs: usize,
+    /// No topology was recorded: the CPUs were taken as one flat LLC.
     pub topology_assumed: bool,
+    /// sched_waking events seen.
     pub wakings: u64,
+    /// Wakings replayed through the policies: `wakings` less those in `skipped`.
     pub replayed: u64,
     /// Recorded wakeups that went through the IPI wakelist.
     pub ipi_wakeups: u64,
+    /// Wakings not replayed, by reason.
     pub skipped: Skipped,
+    /// The search cost model the times were counted with.
     pub time_model: TimeModel,
+    /// How long an rq lock is taken as held (ns), for rq-lock collisions.
     pub lock_hold_ns: u64,
     /// Trace clock of the first event.
     pub first_ts_ns: u64,
+    /// Trace time from the first event to the last (ns).
     pub duration_ns: u64,
+    /// Each policy's counts, in the order given (the traced kernel's added last when it was
+    /// not given).
     pub policies: Vec<PolicyMetrics>,
     /// What the trace itself recorded, policy-independent.
     pub observed: Observed,
@@ -117,16 +134,22 @@ pub struct ReplayResult {
     pub search_fit: Option<Fit>,
 }
 
+/// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The trace could not be read.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The bundle could not be read.
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BundleError),
+    /// A policy spec was not valid, or names a policy decision replay cannot run.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The decisions file (CSV or Parquet) could not be written.
     #[error("decisions file: {0}")]
     Io(#[from] std::io::Error),
+    /// The trace does not fit the machine, e.g. an event on a CPU beyond `nr_cpus`.
     #[error("{0}")]
     Machine(String),
 }

@@ -42,9 +42,12 @@ pub struct CsvDecisions<W: Write> {
 }
 
 impl<W: Write> CsvDecisions<W> {
+    /// The CSV's first line: wakeup time (ns), wakee, waker's CPU, prev_cpu, the kernel's
+    /// CPU, then the policy, its CPU, its search path, runqueues probed and search time (ns).
     pub const HEADER: &'static str =
         "ts_ns,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns";
 
+    /// Writes to `out`; the header goes out with the first row, or at the end if none.
     pub fn new(out: W) -> CsvDecisions<W> {
         CsvDecisions {
             out,
@@ -104,7 +107,7 @@ pub enum DecisionsOut {
 const PARQUET_BATCH_ROWS: usize = 1 << 16;
 
 /// `--decisions F.parquet`: the CSV's columns, typed, in batches of
-/// [`PARQUET_BATCH_ROWS`]; the file's footer is written when the replay ends.
+/// `PARQUET_BATCH_ROWS` rows (65536); the file's footer is written when the replay ends.
 pub struct ParquetDecisions<W: Write + Send> {
     writer: Option<ArrowWriter<W>>,
     schema: Arc<Schema>,
@@ -215,12 +218,14 @@ impl<W: Write + Send> DecisionObserver for ParquetDecisions<W> {
 /// `--explain TS_NS`: every policy's steps for the wakeup at one timestamp.
 #[derive(Debug, Default)]
 pub struct Explainer {
+    /// Trace time (ns) of the sched_waking to explain.
     pub ts: u64,
     /// Policy → steps, for each explained wakeup.
     pub explained: Vec<(String, Vec<String>)>,
 }
 
 impl Explainer {
+    /// Explains the wakeups whose sched_waking is at `ts` ns.
     pub fn at(ts: u64) -> Explainer {
         Explainer {
             ts,

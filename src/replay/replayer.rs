@@ -24,12 +24,15 @@ use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
 /// What a replay is of: the machine, the kernel that was traced, and the policies.
 pub struct Setup {
+    /// The replayed machine's CPUs, SMT cores, LLCs and nodes.
     pub topo: Topo,
+    /// uname -r of the traced kernel, when known.
     pub kernel_release: Option<String>,
     /// The traced kernel's policy, whose choices are compared with the recorded ones.
     pub as_kernel: String,
     /// The policies replayed, the traced kernel's among them when asked for.
     pub specs: Vec<PolicySpec>,
+    /// No topology was recorded: the CPUs are taken as one flat LLC.
     pub topology_assumed: bool,
     /// The trace is known to carry the select_task_rq_fair probes.
     pub probes: bool,

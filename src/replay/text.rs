@@ -5,6 +5,9 @@ use std::path::Path;
 
 use super::ReplayResult;
 
+/// The replay of `input` as text: wakings replayed and skipped, probe measurements, per
+/// policy the SIS statistics, search time, placements and rq locks, what the kernel
+/// recorded, and the fidelity of the traced kernel's model.
 pub fn summary(input: &Path, r: &ReplayResult) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{}", input.display());

@@ -922,6 +922,9 @@ fn timeline_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</section>");
 }
 
+/// The whole report as one HTML page: verdict, tables, search time, load curves (several
+/// traces), placements, latency, simulation results, the machine, the busy/idle strips,
+/// fidelity and how to reproduce it.
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
     head_section(&mut o, r);

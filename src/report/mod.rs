@@ -24,7 +24,9 @@ use crate::topology::Topology;
 
 pub use timeline::Timeline;
 
+/// What `sisreplay report` is asked for besides the arms and traces.
 pub struct ReportOptions {
+    /// Time windows each trace is split into for the std and the tests.
     pub windows: u32,
     /// Length of the busy/idle strip, taken from the middle of each trace.
     pub timeline_ns: u64,
@@ -36,14 +38,23 @@ pub struct ReportOptions {
 /// how much, and whether the difference is beyond the window-to-window noise.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
+    /// The metric judged.
     pub metric: Metric,
+    /// The trace's name, as in the comparison's rows.
     pub trace: String,
+    /// The arm compared: a policy spec or a bundle's name.
     pub arm: String,
+    /// The first arm, which the others are compared with.
     pub baseline: String,
+    /// The baseline's mean over the windows, in the metric's unit.
     pub base_mean: f64,
+    /// The arm's mean over the windows, in the metric's unit.
     pub mean: f64,
+    /// (mean − base_mean) / base_mean, percent.
     pub change_pct: f64,
+    /// The change goes the metric's good way (whether or not it is beyond the noise).
     pub better: bool,
+    /// The t-test rejects equal means at 5 %.
     pub beyond_noise: bool,
     /// The change's 95 % confidence interval, percent of the baseline.
     pub change_interval_pct: Option<(f64, f64)>,
@@ -140,49 +151,77 @@ pub fn trust_of(fidelity_pct: Option<f64>) -> &'static str {
 /// What the report says about one trace beside the comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceReport {
+    /// The trace's name, as in the comparison's rows (T1, T2, ... in the verdict).
     pub name: String,
+    /// The bundle or trace file.
     pub path: PathBuf,
+    /// uname -r of the traced kernel, when known.
     pub kernel_release: Option<String>,
     /// The sched features the capture read, when it could.
     pub features: Option<String>,
+    /// The trace clock the capture used, when the bundle recorded it.
     pub clock: Option<String>,
+    /// The format the bundle was imported from; None for a plain trace file.
     pub source_format: Option<String>,
+    /// CPUs of the replayed machine.
     pub nr_cpus: u32,
+    /// Events in the bundle; None for a plain trace file.
     pub events: Option<u64>,
+    /// Events the tracer reported lost, in total; None for a plain trace file.
     pub lost_events: Option<u64>,
+    /// The machine's topology (one flat LLC when none was recorded).
     pub topology: Topology,
+    /// No topology was recorded: the CPUs were taken as one flat LLC.
     pub topology_assumed: bool,
+    /// The trace's decision replay with every policy arm and the traced kernel's.
     pub replay: ReplayResult,
+    /// The busy/idle strip: `timeline_ns` from the middle of the trace.
     pub timeline: Timeline,
     /// Names of the tasks the latency tables list (from the bundle's pid table).
     pub task_names: BTreeMap<i32, String>,
 }
 
+/// A policy of the report with the parameter values it ran with.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyParams {
+    /// The spec as given, e.g. `sis_util:pct=117`.
     pub spec: String,
+    /// The kernel release or patch the model follows.
     pub follows: String,
+    /// Every parameter in force, defaults included: name → value.
     pub values: BTreeMap<String, String>,
 }
 
+/// Everything `sisreplay report` renders; its JSON form is this struct.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The version of sisreplay that made it.
     pub sisreplay_version: String,
+    /// The command line, for the reproduction section.
     pub command_line: Vec<String>,
+    /// The tables: every metric, trace and arm.
     pub comparison: Comparison,
+    /// One per metric, non-baseline arm and trace where both sides have a value.
     pub verdicts: Vec<Verdict>,
+    /// Each row trace, in the comparison's order.
     pub traces: Vec<TraceReport>,
+    /// Each policy arm, then each traced kernel's policy not among them.
     pub policies: Vec<PolicyParams>,
 }
 
+/// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// The comparison failed.
     #[error(transparent)]
     Compare(#[from] CompareError),
+    /// A bundle could not be read.
     #[error(transparent)]
     Bundle(#[from] bundle::BundleError),
+    /// A trace could not be read for the timeline.
     #[error(transparent)]
     Trace(#[from] crate::trace::TraceError),
+    /// A policy spec that is not registered or whose parameters do not parse.
     #[error("{0}")]
     Policy(String),
 }

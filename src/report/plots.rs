@@ -20,6 +20,7 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
 ];
 
+/// The `i`-th series' colour, cycling through [`PALETTE`].
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
@@ -68,9 +69,13 @@ fn legend<'a, 'b: 'a, CT: CoordTranslate>(
 
 /// One group of bars per category, one bar per series, with a legend.
 pub struct Bars<'a> {
+    /// Caption over the plot.
     pub title: &'a str,
+    /// The x axis' description.
     pub x_desc: &'a str,
+    /// The y axis' description, with its unit.
     pub y_desc: &'a str,
+    /// One label per group of bars, left to right.
     pub categories: Vec<String>,
     /// (series name, one value per category).
     pub series: Vec<(String, Vec<f64>)>,
@@ -119,6 +124,7 @@ fn category_labels(root: &Area, chart: &Chart, b: &Bars, y0: f64) -> Result<(), 
     Ok(())
 }
 
+/// The bars as an SVG, the y axis from 0 to 12 % above the tallest bar.
 pub fn grouped_bars(b: &Bars) -> String {
     svg(W, H, |root| {
         let ymax = b

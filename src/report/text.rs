@@ -30,6 +30,8 @@ pub fn bpftrace_hist(name: &str, h: &Log2Hist) -> String {
     o
 }
 
+/// The report as text: each traced kernel's fidelity first, then the verdicts, the
+/// unchanged arms, the tables, search-time histograms and the longest waits.
 pub fn render(r: &Report) -> String {
     let c = &r.comparison;
     let mut o = String::new();

@@ -8,9 +8,13 @@ use serde::Serialize;
 use crate::bundle::BundleError;
 use crate::trace::EventKind;
 
+/// Which CPUs ran something, and when, over a short window of a trace: the report's
+/// busy/idle strip.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timeline {
+    /// Where the window starts (ns, trace clock).
     pub start_ns: u64,
+    /// The window's length (ns).
     pub span_ns: u64,
     /// Per CPU: busy intervals as (from, to) ns after `start_ns`.
     pub cpus: Vec<(u32, Vec<(u64, u64)>)>,

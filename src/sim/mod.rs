@@ -50,8 +50,11 @@ const RQ_LOCK_HOLD_NS: u64 = 300;
 /// CPU time a migrated task loses refilling its caches, by distance.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Penalty {
+    /// Charged for a move to another CPU of the same LLC (ns).
     pub same_llc_ns: u64,
+    /// Charged for a move to another LLC of the same node (ns).
     pub cross_llc_ns: u64,
+    /// Charged for a move to another NUMA node (ns).
     pub cross_numa_ns: u64,
 }
 
@@ -67,15 +70,21 @@ impl Default for Penalty {
     }
 }
 
+/// How a simulation runs: the machine, the policy, the measured time and the model's
+/// costs.
 pub struct SimOptions {
+    /// The simulated machine.
     pub topology: Topology,
+    /// The policy spec every wakeup is placed by, e.g. `sis_util:pct=117`.
     pub policy: String,
     /// Virtual time simulated before measuring: PELT signals (and SIS_UTIL's view of
     /// the LLC's utilisation) need a few half-lives of 32 ms to settle.
     pub warmup_ns: u64,
     /// Virtual time measured after the warmup.
     pub duration_ns: u64,
+    /// The modelled cost of a search (entry and per-runqueue ns), charged to the waker.
     pub time: TimeModel,
+    /// Cache refill time charged to a task that changes CPU, by distance.
     pub penalty: Penalty,
     /// How long an idle CPU takes to run a task woken onto it from another CPU: the IPI
     /// and the exit from idle.
@@ -121,21 +130,35 @@ impl SimOptions {
 /// What a simulation measured: written as results/sim.json and read back from it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SimResult {
+    /// The workload's name.
     pub workload: String,
+    /// The policy spec simulated.
     pub policy: String,
+    /// Tasks in the workload (with synth, its per-CPU housekeeping threads too).
     pub tasks: usize,
+    /// CPUs of the simulated machine (highest CPU number + 1).
     pub nr_cpus: u32,
+    /// Virtual time run before measuring (ns).
     pub warmup_ns: u64,
+    /// Virtual time measured after the warm-up (ns).
     pub duration_ns: u64,
+    /// What one counted unit of work is, e.g. "transactions".
     pub unit: String,
+    /// Units of work done in the measured time.
     pub units: u64,
+    /// `units` per second of measured virtual time.
     pub throughput_per_s: f64,
+    /// Wakeups placed by the policy in the measured time.
     pub wakeups: u64,
     /// Waking to running, ns.
     pub latency: Percentiles,
+    /// The same latencies, µs, in log2 buckets.
     pub latency_us: Log2Hist,
+    /// SIS counters summed over the measured wakeups.
     pub counters: SisCounters,
+    /// Percentages of `counters`.
     pub derived: Derived,
+    /// Modelled search time summed over the measured wakeups (ns).
     pub search_ns_total: u64,
     /// Wakeup placements relative to prev.
     pub placements: Placements,
@@ -145,9 +168,10 @@ pub struct SimResult {
     pub newidle_pulls: BTreeMap<String, u64>,
     /// Penalty time charged to migrated tasks, ns.
     pub penalty_ns: u64,
-    /// Wakeups onto another CPU, which take its runqueue lock, and how many found it
-    /// held (by another waker or by that CPU's own context switch) and waited.
+    /// Wakeups onto another CPU than the waker's, which take that CPU's runqueue lock.
     pub remote_rq_locks: u64,
+    /// Of those, how many found it held (by another waker or by that CPU's own context
+    /// switch) and waited.
     pub rq_lock_waits: u64,
     /// Time wakers spent waiting for those locks, charged to them as CPU time.
     pub rq_lock_wait_ns: u64,
@@ -156,14 +180,20 @@ pub struct SimResult {
     pub finished_ns: Option<u64>,
     /// Run-once tasks that had not run all their steps when the simulation ended.
     pub unfinished_tasks: u64,
+    /// CPU time spent running tasks, % of the measured time times the CPUs.
     pub busy_pct: f64,
+    /// The migration penalties the run charged (settings).
     pub penalties: Penalty,
+    /// The IPI and idle-exit delay the run used (setting, ns).
     pub wake_ipi_ns: u64,
     /// Absent from results written before wakeup preemption had a delay.
     #[serde(default)]
     pub preempt_delay_ns: u64,
+    /// The run-burst variation the run used (setting, share either way).
     pub jitter: f64,
+    /// The seed of the variation.
     pub seed: u64,
+    /// The search cost model the run used.
     pub time_model: TimeModel,
 }
 
@@ -432,6 +462,8 @@ impl Tunables {
     }
 }
 
+/// One simulation: the workload's tasks, the CPUs' runqueues, the event queue in virtual
+/// time, the reconstructed machine state and the policy placing the wakeups.
 pub struct Sim {
     tun: Tunables,
     topo_levels: Vec<Vec<Level>>,
@@ -454,10 +486,13 @@ pub struct Sim {
     result: SimResult,
 }
 
+/// Why a simulation cannot be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The policy spec is not valid.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The simulation as asked for cannot run, e.g. a workload without tasks.
     #[error("{0}")]
     Usage(String),
 }
@@ -539,10 +574,14 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
 /// max_newidle_lb_cost shows a few microseconds for domains of a few CPUs on current
 /// x86 servers). Newidle skips a domain when the CPU's avg_idle is below the cost of
 /// balancing it plus what the lower domains cost (sched_balance_newidle's cut-off).
+/// This is the fixed part (ns).
 pub const NEWIDLE_COST_BASE_NS: u64 = 1_000;
+/// The per-CPU part of a newidle balance's cost (ns per CPU of the domain).
 pub const NEWIDLE_COST_PER_CPU_NS: u64 = 250;
 
 impl Sim {
+    /// Sets up `workload` on `opts.topology`, every task in its start state; nothing runs
+    /// until [`Sim::run`].
     pub fn new(workload: Workload, opts: SimOptions) -> Result<Sim, SimError> {
         let policy = policy::build(&opts.policy)?;
         let nr = opts

@@ -24,18 +24,26 @@ const NICE_0_WEIGHT: u64 = 1024;
 /// The machine's shape as the policies need it.
 #[derive(Debug, Clone)]
 pub struct Topo {
+    /// CPUs: the count given or one past the highest CPU the topology lists, whichever
+    /// is more.
     pub nr_cpus: u32,
+    /// Per CPU: its LLC id (sd_llc_id, the LLC's lowest CPU).
     pub llc_of: Vec<u32>,
     /// Per LLC id: its CPUs in ascending order.
     pub llc_cpus: BTreeMap<u32, Vec<u32>>,
+    /// Per CPU: its SMT siblings, itself included (cpu_smt_mask).
     pub smt: Vec<Vec<u32>>,
+    /// Per CPU: its NUMA node.
     pub node_of: Vec<u32>,
+    /// Per CPU: its package (socket).
     pub package_of: Vec<u32>,
     /// Some core has more than one thread.
     pub smt_active: bool,
 }
 
 impl Topo {
+    /// From a topology description; CPUs below `nr_cpus` it does not list are single-thread
+    /// CPUs in the first listed CPU's LLC, node 0.
     pub fn new(t: &Topology, nr_cpus: u32) -> Topo {
         let n = nr_cpus.max(t.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(0)) as usize;
         let mut llc_of: Vec<u32> = (0..n as u32).collect();
@@ -71,25 +79,30 @@ impl Topo {
         }
     }
 
+    /// cpus_share_cache(a, b): the same LLC.
     pub fn share_cache(&self, a: u32, b: u32) -> bool {
         self.llc_of.get(a as usize) == self.llc_of.get(b as usize)
     }
 
+    /// The LLC id of `cpu`; 0 for a CPU beyond the machine.
     pub fn llc(&self, cpu: u32) -> u32 {
         self.llc_of.get(cpu as usize).copied().unwrap_or(0)
     }
 
+    /// The CPUs of `cpu`'s LLC (sched_domain_span(sd_llc)), ascending.
     pub fn llc_span(&self, cpu: u32) -> &[u32] {
         self.llc_cpus
             .get(&self.llc(cpu))
             .map_or(&[], |v| v.as_slice())
     }
 
+    /// `b` is an SMT sibling of `a` (or `a` itself).
     pub fn same_core(&self, a: u32, b: u32) -> bool {
         self.smt.get(a as usize).is_some_and(|s| s.contains(&b))
     }
 }
 
+/// One CPU's runqueue as the events show it.
 #[derive(Debug, Clone)]
 pub struct CpuState {
     /// The running task, 0 for idle.
@@ -101,7 +114,11 @@ pub struct CpuState {
     pub pending: u32,
     /// When the CPU last went idle, until a wakeup activates a task on it.
     pub idle_stamp: Option<u64>,
+    /// rq->avg_idle (ns): idle periods averaged with weight 1/8, capped at
+    /// 2 · max_idle_balance_cost; 1 ms at boot.
     pub avg_idle: u64,
+    /// rq->max_idle_balance_cost (ns): sysctl_sched_migration_cost (0.5 ms) here, never
+    /// raised or decayed.
     pub max_idle_balance_cost: u64,
     /// The root cfs_rq's PELT signal.
     pub avg: Avg,
@@ -136,8 +153,10 @@ pub struct Repairs {
     pub dropped_at_idle: u64,
 }
 
+/// One task as the events show it.
 #[derive(Debug, Clone)]
 pub struct TaskState {
+    /// Its name, as the latest event that carried one gave it.
     pub comm: Comm,
     /// task_cpu(p), when known.
     pub cpu: Option<u32>,
@@ -145,14 +164,21 @@ pub struct TaskState {
     pub rq: Option<u32>,
     /// The CPU it is running on.
     pub running_on: Option<u32>,
+    /// p->recent_used_cpu: None until a wakeup or fork sets it.
     pub recent_used_cpu: Option<u32>,
+    /// p->wakee_flips: how often this task, as a waker, switched to waking another task;
+    /// halved once a second.
     pub wakee_flips: u32,
+    /// p->wakee_flip_decay_ts: when `wakee_flips` was last halved (ns).
     pub wakee_flip_decay_ts: u64,
+    /// p->last_wakee: the pid this task woke last, 0 for none.
     pub last_wakee: i32,
+    /// The task's PELT signal (se->avg), nice-0 weight.
     pub avg: Avg,
     /// The CPU whose signal holds the task's contribution; None between a wakeup
     /// migration's removal and the attach at its enqueue (se->avg.last_update_time == 0).
     pub attached: Option<u32>,
+    /// Its priority as sched_switch reports it (< 100: RT; 120: nice 0).
     pub prio: i32,
     /// When it last blocked (switched out not runnable).
     pub blocked_at: Option<u64>,
@@ -187,6 +213,7 @@ impl TaskState {
         TaskState::comm_is_percpu_kthread(&self.comm.to_str_lossy())
     }
 
+    /// Whether a comm names a per-CPU kernel thread: a `/` followed by a CPU number.
     pub fn comm_is_percpu_kthread(name: &str) -> bool {
         match name.split_once('/') {
             Some((_, rest)) => rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
@@ -197,7 +224,9 @@ impl TaskState {
 
 /// The reconstructed machine.
 pub struct Machine {
+    /// The machine's shape.
     pub topo: Topo,
+    /// Per CPU, indexed by CPU number.
     pub cpus: Vec<CpuState>,
     /// By pid. Looked up several times per event: a fast hasher with fixed keys (pids
     /// are not attacker-chosen, and a fixed hasher keeps any iteration order stable).
@@ -209,15 +238,19 @@ pub struct Machine {
 /// What applying an event changed that policies want to hear about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
+    /// Nothing a policy needs to hear.
     None,
     /// This CPU's rq recorded an idle period; its avg_idle is now this.
     AvgIdle {
+        /// The CPU whose idle period ended.
         cpu: u32,
+        /// Its new rq->avg_idle (ns).
         avg_idle: u64,
     },
 }
 
 impl Machine {
+    /// Every CPU idle with avg_idle at boot's 1 ms, no tasks known yet.
     pub fn new(topo: Topo) -> Machine {
         let cpu = CpuState {
             curr: 0,
@@ -241,6 +274,7 @@ impl Machine {
         }
     }
 
+    /// The task `pid`, created at `now` on first sight; a non-empty `comm` renames it.
     pub fn task(&mut self, pid: i32, comm: Comm, now: u64) -> &mut TaskState {
         let t = self
             .tasks

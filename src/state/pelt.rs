@@ -46,13 +46,22 @@ fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
 /// One sched_avg: sums, averages and the time they were brought up to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Avg {
+    /// Time the sums were brought up to (ns), in whole 1024-ns units from the start.
     pub last_update_ns: u64,
+    /// Decayed sum of 1024-ns units spent runnable, times the queued weight for a CPU.
     pub load_sum: u64,
+    /// Decayed sum of units times the runnable count, scaled by 1024.
     pub runnable_sum: u64,
+    /// Decayed sum of units spent running, scaled by 1024.
     pub util_sum: u64,
+    /// Units already accrued in the current 1024-unit period (0..1023).
     pub period_contrib: u32,
+    /// weight · load_sum / divider: up to the weight for a task, the queued weight
+    /// averaged over time for a CPU.
     pub load_avg: u64,
+    /// runnable_sum / divider: 1024 per task runnable all the time.
     pub runnable_avg: u64,
+    /// util_sum / divider: 0..1024, 1024 when always running.
     pub util_avg: u64,
 }
 
@@ -60,9 +69,13 @@ pub struct Avg {
 /// taken off that CPU's signal at its next update (remove_entity_load_avg), not at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Removed {
+    /// Tasks removed since the CPU's last update.
     pub nr: u32,
+    /// Their load_avg summed.
     pub load_avg: u64,
+    /// Their util_avg summed.
     pub util_avg: u64,
+    /// Their runnable_avg summed.
     pub runnable_avg: u64,
 }
 
@@ -84,6 +97,7 @@ fn take_off(sum: &mut u64, x: u64, avg: u64) {
 }
 
 impl Avg {
+    /// All sums and averages 0, brought up to `now_ns`.
     pub fn starting_at(now_ns: u64) -> Avg {
         Avg {
             last_update_ns: now_ns,

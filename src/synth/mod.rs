@@ -14,7 +14,12 @@ pub enum Step {
     Run(u64),
     /// Wake a task (index into the workload's tasks); `sync` as WF_SYNC (the waker is
     /// about to sleep: pipe and socket writes).
-    Wake { task: usize, sync: bool },
+    Wake {
+        /// The wakee: its index in the workload's tasks.
+        task: usize,
+        /// WF_SYNC: the waker is about to sleep.
+        sync: bool,
+    },
     /// Block until woken. A wakeup that came while the task ran is kept, as data left in
     /// a pipe is: the sleep then returns at once.
     Sleep,
@@ -28,11 +33,22 @@ pub enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
     /// Runnable at time 0, on this CPU or spread over the CPUs by task index.
-    Runnable { cpu: Option<u32> },
+    Runnable {
+        /// The CPU it is queued on; None spreads the tasks over the CPUs by index.
+        cpu: Option<u32>,
+    },
     /// Queued on `cpu` at `at_ns` (a task forked, or first seen, mid-trace).
-    At { at_ns: u64, cpu: u32 },
+    At {
+        /// Simulated time it becomes runnable (ns).
+        at_ns: u64,
+        /// The CPU it is queued on.
+        cpu: u32,
+    },
     /// Asleep from time 0 with `cpu` as its previous CPU, until a task wakes it.
-    Asleep { cpu: u32 },
+    Asleep {
+        /// Its prev_cpu for the first wakeup.
+        cpu: u32,
+    },
 }
 
 impl Start {
@@ -45,14 +61,18 @@ impl Start {
     }
 }
 
+/// One task of a workload: its name, its steps and how it starts.
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
+    /// The task's comm in the recorded events, e.g. `hackbench-s0` or `kworker/3:1`.
     pub comm: String,
     /// The pid it had in a trace; the simulator numbers the others.
     pub pid: Option<i32>,
+    /// What it does, in order.
     pub steps: Vec<Step>,
     /// Loop over the steps (a benchmark) or run them once and exit (a traced task).
     pub looping: bool,
+    /// Where and when it becomes runnable, or that it starts asleep.
     pub start: Start,
     /// Allowed on this CPU only (a per-CPU kernel thread).
     pub pinned: Option<u32>,
@@ -72,11 +92,14 @@ impl TaskSpec {
     }
 }
 
+/// A set of tasks the simulator runs, and what counts as a unit of throughput.
 #[derive(Debug, Clone)]
 pub struct Workload {
+    /// The workload's name in results, e.g. `hackbench`.
     pub name: String,
     /// What one counted unit is.
     pub unit: &'static str,
+    /// The tasks; [`Step::Wake`] names them by index in this list.
     pub tasks: Vec<TaskSpec>,
     /// Every wakeup that finds its task awake is kept for one later sleep (a traced
     /// task's sleeps and wakeups pair up one to one); otherwise they merge into one, as
@@ -84,11 +107,15 @@ pub struct Workload {
     pub wakes_counted: bool,
 }
 
+/// A built-in workload: its name and what it models.
 pub struct WorkloadInfo {
+    /// The name `synth --workload` takes.
     pub name: &'static str,
+    /// What its tasks do, with their run times.
     pub doc: &'static str,
 }
 
+/// The built-in workloads; an unknown name's error lists them in this order.
 pub const WORKLOADS: &[WorkloadInfo] = &[
     WorkloadInfo {
         name: "netperf-tcp-rr",
@@ -251,6 +278,7 @@ fn schbench(threads: usize, workers: usize) -> Workload {
 /// how long: the background of a real machine, which moves a benchmark's tasks off CPUs
 /// they would otherwise keep forever.
 pub const HOUSEKEEPING_PERIOD_NS: u64 = 4_000_000;
+/// How long each housekeeping run uses the CPU (ns).
 pub const HOUSEKEEPING_RUN_NS: u64 = 10_000;
 
 /// Adds a housekeeping thread per CPU, pinned to it, its first run spread over the period.

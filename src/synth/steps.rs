@@ -58,27 +58,41 @@ pub fn load_steps(
     Ok(out)
 }
 
+/// What `sisreplay synth` runs: one workload on one machine, at each load step under each
+/// policy.
 pub struct SynthOptions {
+    /// The machine's preset name (or `here`), for bundle names and provenance.
     pub machine_name: String,
+    /// The simulated machine.
     pub topology: Topology,
+    /// A built-in workload's name (see [`synth::WORKLOADS`]).
     pub workload: String,
+    /// The load steps, each a thread count.
     pub steps: Vec<LoadStep>,
+    /// The policies each step is simulated under.
     pub policies: Vec<crate::policy::PolicySpec>,
+    /// Simulated time run before anything is counted (ns).
     pub warmup_ns: u64,
+    /// Simulated time measured after the warm-up (ns).
     pub duration_ns: u64,
     /// Bundles go here, one per step and policy; None writes none.
     pub out_dir: Option<PathBuf>,
     /// With one step and one policy, `out_dir` is the bundle itself.
     pub out_is_bundle: bool,
+    /// Simulations run at once, one per thread.
     pub jobs: usize,
     /// Seeds the run-time variation of every step and policy alike.
     pub seed: u64,
 }
 
+/// One simulation: a load step under one policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepResult {
+    /// The load step: its label (`50%`, `7 threads`) and thread count.
     pub step: LoadStep,
+    /// What the simulation measured (the policy is in it).
     pub result: SimResult,
+    /// The bundle written for it; None without an output directory.
     pub bundle: Option<PathBuf>,
 }
 

@@ -21,12 +21,15 @@ use crate::trace::{Event, EventKind};
 /// What the builder read, besides the tasks.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TracedShape {
-    /// First and last event, ns on the trace's clock.
+    /// First event, ns on the trace's clock.
     pub first_ns: u64,
+    /// Last event, ns on the trace's clock.
     pub last_ns: u64,
+    /// Traced tasks that became tasks of the model (the idle task excluded).
     pub tasks: usize,
-    /// Wakeups that became dependencies between tasks / timed sleeps.
+    /// Wakeups that became dependencies between tasks (Wake steps).
     pub task_wakeups: u64,
+    /// Wakeups from an interrupt or the idle task, which became timed sleeps.
     pub timer_wakeups: u64,
     /// Wakings of tasks that had not gone to sleep (no step: nothing to wait for).
     pub ignored_wakings: u64,

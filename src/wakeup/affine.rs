@@ -27,20 +27,28 @@ pub fn wake_wide(waker_flips: u32, wakee_flips: u32, llc_size: u32) -> bool {
 /// What wake_affine_idle sees.
 #[derive(Debug, Clone, Copy)]
 pub struct IdleView {
+    /// available_idle_cpu(this): the waker's CPU is idle.
     pub this_idle: bool,
+    /// available_idle_cpu(prev): prev_cpu is idle.
     pub prev_idle: bool,
+    /// cpus_share_cache(this, prev).
     pub share_llc: bool,
+    /// WF_SYNC, and the waker is not exiting.
     pub sync: bool,
     /// nr_running of the waker's rq (v6.12+ without delayed-dequeue tasks).
     pub this_nr_running: u32,
 }
 
+/// wake_affine's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Affine {
+    /// The waker's CPU (`this_cpu`).
     This,
+    /// The wakee's prev_cpu.
     Prev,
 }
 
+/// wake_affine_idle (WA_IDLE); None when it makes no decision.
 pub fn wake_affine_idle(v: &IdleView) -> Option<Affine> {
     if v.this_idle && v.share_llc {
         return Some(if v.prev_idle {
@@ -61,17 +69,26 @@ pub fn wake_affine_idle(v: &IdleView) -> Option<Affine> {
 /// What wake_affine_weight sees: PELT loads (load_avg) and capacities.
 #[derive(Debug, Clone, Copy)]
 pub struct WeightView {
+    /// cpu_load(this): the waker's rq's cfs load_avg.
     pub this_load: i64,
+    /// cpu_load(prev): prev_cpu's rq's cfs load_avg.
     pub prev_load: i64,
+    /// task_h_load(current): the waker's load_avg (no cgroup scaling modelled).
     pub waker_h_load: i64,
+    /// task_h_load(p): the wakee's load_avg (no cgroup scaling modelled).
     pub wakee_h_load: i64,
+    /// capacity_of(this): 1024 less what RT and IRQ take (the callers pass 1024).
     pub this_capacity: i64,
+    /// capacity_of(prev): 1024 less what RT and IRQ take (the callers pass 1024).
     pub prev_capacity: i64,
+    /// WF_SYNC, and the waker is not exiting.
     pub sync: bool,
     /// imbalance_pct of the lowest common SD_WAKE_AFFINE domain.
     pub imbalance_pct: i64,
 }
 
+/// wake_affine_weight (WA_WEIGHT with WA_BIAS): Some(This) or no decision (None), never
+/// Prev.
 pub fn wake_affine_weight(v: &WeightView) -> Option<Affine> {
     let mut this_eff = v.this_load;
     if v.sync {

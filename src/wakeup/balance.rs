@@ -30,6 +30,7 @@ struct Group {
     next: Option<u64>,
 }
 
+/// The schedule of every LLC's periodic balances, and the caploads the last one computed.
 pub struct Balancer {
     llcs: Vec<(u32, Vec<u32>)>,
     groups: Vec<Group>,
@@ -40,6 +41,8 @@ pub struct Balancer {
 }
 
 impl Balancer {
+    /// One balancing group per SMT core of each LLC of `m`, none scheduled until the first
+    /// event.
     pub fn new(m: &Machine) -> Balancer {
         let llcs: Vec<(u32, Vec<u32>)> = m
             .topo

@@ -12,12 +12,20 @@ use crate::state::Machine;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Path {
+    /// target (wake_affine's choice) was idle.
     Target,
+    /// prev_cpu was idle and shares target's LLC.
     Prev,
+    /// p->recent_used_cpu was idle and shares target's LLC.
     Recent,
+    /// Stacked on prev behind the per-CPU kthread that woke the task there.
     Kthread,
+    /// An idle SMT sibling of prev (select_idle_smt).
     Smt,
+    /// A wholly idle core (select_idle_core).
     Core,
+    /// An idle CPU from select_idle_cpu's scan, the idle-core scan's fallback, or the
+    /// best idle CPU the policy refused (CAS).
     Cpu,
     /// The search found no idle CPU and fell back to the target.
     Failed,
@@ -42,17 +50,27 @@ impl Path {
 /// Mel Gorman's SIS counters (out-of-tree, July 2021).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SisCounters {
+    /// sis_search: select_idle_sibling calls.
     pub search: u64,
+    /// sis_domain_search: calls that got past target, prev, kthread and recent to the LLC.
     pub domain_search: u64,
+    /// sis_scanned: 1 per call for target/prev/recent, plus 1 per CPU examined by the SMT,
+    /// core and CPU scans.
     pub scanned: u64,
+    /// sis_failed: calls that fell through to return target.
     pub failed: u64,
+    /// sis_recent_hit: recent_used_cpu taken.
     pub recent_hit: u64,
+    /// sis_recent_miss: recent_used_cpu (≠ prev, ≠ target) rejected.
     pub recent_miss: u64,
+    /// sis_core_search: cores examined by the idle-core scan.
     pub core_search: u64,
+    /// sis_core_failed: of those, cores not wholly idle.
     pub core_failed: u64,
 }
 
 impl SisCounters {
+    /// Adds `o`'s counts to these.
     pub fn add(&mut self, o: &SisCounters) {
         self.search += o.search;
         self.domain_search += o.domain_search;
@@ -68,7 +86,9 @@ impl SisCounters {
 /// The modelled cost of a search: a fixed entry cost plus a cost per runqueue probed.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TimeModel {
+    /// Cost of a search that probes anything, before the first runqueue (ns).
     pub entry_ns: u64,
+    /// Cost of each runqueue probed (ns).
     pub probe_ns: u64,
 }
 
@@ -87,24 +107,35 @@ impl Default for TimeModel {
 /// One wakeup as the search sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Wakee {
+    /// prev_cpu: the CPU the wakee last ran on.
     pub prev: u32,
     /// wake_affine's choice (or prev).
     pub target: u32,
+    /// The CPU the wakeup runs on.
     pub waker_cpu: u32,
+    /// The waker is a per-CPU kernel thread (PF_KTHREAD, nr_cpus_allowed == 1), known by
+    /// its comm.
     pub waker_is_percpu_kthread: bool,
     /// Waker in task context (not hard or soft IRQ).
     pub in_task: bool,
+    /// The wakee's p->recent_used_cpu before this wakeup; None when never set.
     pub recent_used_cpu: Option<u32>,
+    /// When the wakeup happens (ns), for the policy's time-dependent state.
     pub now_ns: u64,
 }
 
+/// What one policy's select_idle_sibling chose for one wakee, and what it cost.
 #[derive(Debug, Clone)]
 pub struct Decision {
+    /// The CPU chosen (target when nothing idle was found).
     pub cpu: u32,
+    /// Which step chose it.
     pub path: Path,
     /// Runqueues examined in select_idle_cpu and select_idle_smt.
     pub probed: u32,
+    /// Modelled search time: entry_ns + probed · probe_ns, 0 when nothing was probed (ns).
     pub search_ns: u64,
+    /// This search's SIS counters.
     pub counters: SisCounters,
     /// The steps in words, when asked for.
     pub steps: Vec<String>,

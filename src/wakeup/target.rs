@@ -11,12 +11,18 @@ use crate::wakeup::sis::Wakee;
 /// One wakeup as select_task_rq_fair is called for it.
 #[derive(Debug, Clone, Copy)]
 pub struct Waking {
+    /// When the wakeup happens (ns): trace time in replay, virtual time in simulation.
     pub now: u64,
+    /// The CPU the wakeup runs on (smp_processor_id in select_task_rq_fair).
     pub waker_cpu: u32,
     /// The task running on the waker's CPU (0 for the idle task or an interrupt of it).
     pub waker: i32,
+    /// The wakee's pid.
     pub wakee: i32,
+    /// prev_cpu: the wakee's CPU when it was woken (p->wake_cpu).
     pub prev: u32,
+    /// WF_SYNC: in replay from the probe's wake_flags, else taken as `in_task`; in
+    /// simulation from the workload's step.
     pub sync: bool,
     /// The waker runs in task context (not an interrupt).
     pub in_task: bool,
@@ -24,6 +30,8 @@ pub struct Waking {
 
 /// The target the search starts from and how it was chosen.
 pub struct Target {
+    /// What select_idle_sibling needs: prev, target (wake_affine's choice, or prev), the
+    /// waker's kind and the wakee's recent_used_cpu.
     pub wakee: Wakee,
     /// Which step chose it: wake_wide, wake_affine_idle, wake_affine_weight, or "waker
     /// is prev".
