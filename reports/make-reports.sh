@@ -30,7 +30,8 @@ $bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-trace
     echo "Fidelity: each capture replayed with the policy of its own sched features"
     echo "(sisreplay fidelity; regenerate with reports/make-reports.sh)."
     echo
-    $bin fidelity $rig/2x4/rig-* $rig/2x4-own-threads/rig-* $rig/2x4x2-numa/rig-* traces/host/*
+    $bin fidelity $rig/2x4/rig-* $rig/2x4-own-threads/rig-* $rig/2x4x2-numa/rig-* \
+        $rig/2x4x2-numa-own-threads/rig-* traces/host/*
     for t in 2x4 2x4x2-numa; do
         for w in pingpong hackbench; do
             d=$rig/$t

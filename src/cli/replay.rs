@@ -112,6 +112,9 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
                     .unwrap_or_default(),
                 r,
             )),
+            // Errors of reading already name the file.
+            Err(replay::ReplayError::Trace(e)) => return Err(e.into()),
+            Err(replay::ReplayError::Bundle(e)) => return Err(e.into()),
             Err(source) => {
                 return Err(Error::ReplayOf {
                     path: input.clone(),
