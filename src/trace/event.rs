@@ -87,7 +87,8 @@ pub enum EventKind {
     },
     /// sched_waking: try_to_wake_up() starts on the waker's CPU, before select_task_rq.
     Waking(Wake),
-    /// sched_wakeup: the woken task is on the runqueue of the CPU select_task_rq chose.
+    /// sched_wakeup: the woken task is runnable on `target_cpu`, the CPU select_task_rq
+    /// chose (or its own CPU when it had not left the runqueue yet).
     Wakeup(Wake),
     /// sched_wakeup_new: a new task's first enqueue, after select_task_rq with WF_FORK.
     WakeupNew(Wake),
