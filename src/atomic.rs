@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {source}", path.display())]
 pub struct WriteError {
+    /// The path that failed: the temporary file, the destination, or its directory.
     pub path: PathBuf,
+    /// The operating system's error.
     pub source: std::io::Error,
 }
 

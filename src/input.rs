@@ -10,7 +10,9 @@ use crate::trace::{self, EventSource};
 
 /// An opened input: its events, and its metadata when it is a bundle.
 pub struct Input {
+    /// The events in time order; equal timestamps of different CPUs in causal order.
     pub source: Box<dyn EventSource>,
+    /// The bundle's meta.json; None for a trace file.
     pub meta: Option<Meta>,
 }
 

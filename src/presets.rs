@@ -8,22 +8,31 @@ use crate::topology::{CpuTopo, Topology};
 /// A preset's shape.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
+    /// Sockets (packages).
     pub sockets: u32,
+    /// NUMA nodes in each socket.
     pub nodes_per_socket: u32,
+    /// LLCs in each NUMA node.
     pub llcs_per_node: u32,
+    /// Cores sharing each LLC.
     pub cores_per_llc: u32,
     /// Cores per cluster (a shared L2 or cluster tag); equal to cores_per_llc when none.
     pub cores_per_cluster: u32,
+    /// Hardware threads per core (SMT width; 1 without SMT).
     pub threads: u32,
 }
 
+/// A named machine a seed describes, for `--machine NAME`.
 pub struct Preset {
+    /// The name `--machine` takes (`spr-2s112`).
     pub name: &'static str,
+    /// Its sockets, nodes, LLCs, clusters and cores.
     pub shape: Shape,
     /// Where the description comes from and what is assumed.
     pub source: &'static str,
 }
 
+/// Every preset, in the order `sisreplay machines` lists them.
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "spr-2s112",
@@ -81,15 +90,18 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
+/// The preset called `name`.
 pub fn lookup(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
 }
 
 impl Shape {
+    /// Cores in the whole machine.
     pub fn cores(&self) -> u32 {
         self.sockets * self.nodes_per_socket * self.llcs_per_node * self.cores_per_llc
     }
 
+    /// CPUs (hardware threads) in the whole machine.
     pub fn cpus(&self) -> u32 {
         self.cores() * self.threads
     }

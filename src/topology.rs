@@ -16,17 +16,28 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// One CPU of the machine and the groups it belongs to; group ids are the lowest CPU
+/// number in the group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTopo {
+    /// The CPU number, as the kernel numbers it.
     pub cpu: u32,
     /// Core id: CPUs sharing it are SMT siblings.
     pub core: u32,
     /// Every hardware thread of this core, this CPU included.
     pub smt_siblings: Vec<u32>,
+    /// The cluster (shared L2 or cluster tag; sysfs `cluster_cpus_list`), by its lowest CPU;
+    /// the SMT siblings' when the kernel reports no clusters.
     pub cluster: u32,
+    /// The last-level cache, the kernel's sd_llc span (sysfs: the highest cache level's
+    /// `shared_cpu_list`), by its lowest CPU.
     pub llc: u32,
+    /// The socket (`physical_package_id`).
     pub package: u32,
+    /// The NUMA node (0 when sysfs lists no nodes).
     pub node: u32,
+    /// arch_scale_cpu_capacity, on the kernel's 1024 scale (`cpu_capacity`): below 1024 on
+    /// the little CPUs of asymmetric machines.
     #[serde(default = "full_capacity")]
     pub capacity: u32,
 }
@@ -35,17 +46,26 @@ fn full_capacity() -> u32 {
     1024
 }
 
+/// The machine: its CPUs, each with its place in the cache and NUMA hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     /// Where the description came from: "sysfs", a file name, or "assumed".
     pub source: String,
+    /// Every CPU described, in the order listed (from sysfs: the online CPUs, ascending).
     pub cpus: Vec<CpuTopo>,
 }
 
+/// Why a machine description could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
+    /// The description at `path` is missing, unreadable or inconsistent.
     #[error("{path}: {what}")]
-    Bad { path: String, what: String },
+    Bad {
+        /// The file (or sysfs file) that could not be used.
+        path: String,
+        /// What is wrong with it.
+        what: String,
+    },
 }
 
 fn bad(path: impl std::fmt::Display, what: impl Into<String>) -> TopologyError {

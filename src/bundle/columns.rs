@@ -22,6 +22,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::trace::{Comm, Event, EventKind, EventType, Wake};
 
+/// The Parquet file of a bundle's events.
 pub const EVENTS_FILE: &str = "events.parquet";
 const BATCH: usize = 64 * 1024;
 
@@ -57,6 +58,8 @@ const COLUMNS: [(&str, DataType, bool); 28] = [
     ("wake_flags", DataType::UInt32, true),
 ];
 
+/// The Arrow schema of events.parquet: 28 columns, `ts_ns`, `cpu`, `event`, `common_pid`
+/// never null, the tracepoint fields null where the event type lacks them.
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(
         COLUMNS
@@ -262,6 +265,7 @@ pub struct EventWriter {
 }
 
 impl EventWriter {
+    /// Creates `path` for writing, zstd-compressed, in row groups of up to 2^20 events.
     pub fn create(path: &Path) -> Result<EventWriter, String> {
         let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let props = WriterProperties::builder()
@@ -279,6 +283,7 @@ impl EventWriter {
         })
     }
 
+    /// Appends one event; full batches of 65536 go to the file.
     pub fn push(&mut self, e: &Event) -> Result<(), String> {
         self.builders.push(e);
         self.pending += 1;
@@ -443,6 +448,8 @@ const C_PREV_CPU: usize = 26;
 const C_WAKE_FLAGS: usize = 27;
 
 impl EventReader {
+    /// Opens `path` and reads its Parquet footer; a damaged file is an error, here or at
+    /// the row it breaks, never a panic.
     pub fn open(path: &Path) -> Result<EventReader, String> {
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let batches = contained(|| {
@@ -466,6 +473,7 @@ impl EventReader {
         self.base + self.row as u64
     }
 
+    /// The event of the next row, or None after the last.
     pub fn next_event(&mut self) -> Result<Option<Event>, String> {
         loop {
             if self.row < self.rows {

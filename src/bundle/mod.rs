@@ -17,6 +17,7 @@ use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceIn
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
 pub use provenance::Provenance;
 
+/// The metadata file of a bundle directory.
 pub const META_FILE: &str = "meta.json";
 /// Events handed from a reader to a writer at a time.
 const BATCH_EVENTS: usize = 1 << 14;
@@ -25,9 +26,12 @@ const BATCH_EVENTS: usize = 1 << 14;
 /// `capture` object; version 1 bundles are still read.
 pub const SCHEMA_VERSION: u32 = 2;
 
+/// The input a bundle was made from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SourceMeta {
+    /// The path the import or capture read, as given (`/sys/kernel/tracing` for a capture).
     pub path: String,
+    /// The input's format as its reader names it (`trace.dat v7 (zstd)`, `tracefs capture`).
     pub format: String,
 }
 
@@ -38,27 +42,41 @@ pub struct CpuLoss {
     pub events: u64,
     /// Windows where the count was not recorded.
     pub uncounted_windows: u64,
+    /// Every loss window of the CPU, in read order.
     pub windows: Vec<LostWindow>,
 }
 
+/// A bundle's meta.json: what the trace is, where it came from, and totals over its events.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
+    /// meta.json's layout version, [`SCHEMA_VERSION`] when written.
     pub schema_version: u32,
+    /// The sisreplay version that wrote the bundle.
     pub sisreplay_version: String,
+    /// The input the events were read from.
     pub source: SourceMeta,
+    /// `uname -r` of the traced kernel, when the source recorded it.
     pub kernel_release: Option<String>,
+    /// CPUs of the traced machine: the source's count, raised to one past the highest CPU an
+    /// event names.
     pub nr_cpus: u32,
+    /// The trace clock (`local`, `global`, ...), when the source recorded it.
     pub clock: Option<String>,
+    /// The machine description; a flat one LLC of `nr_cpus` CPUs when `topology_assumed`.
     pub topology: Topology,
     /// True when no description was given and the CPUs are assumed to be one flat LLC.
     pub topology_assumed: bool,
+    /// Events in events.parquet.
     pub events: u64,
+    /// Timestamp of the first event, in trace clock ns; None for an empty trace.
     pub first_ts_ns: Option<u64>,
+    /// Timestamp of the last event, in trace clock ns; None for an empty trace.
     pub last_ts_ns: Option<u64>,
     /// Events by type name.
     pub counts: BTreeMap<String, u64>,
     /// Events outside the model, by `system:name`, skipped.
     pub unknown_events: BTreeMap<String, u64>,
+    /// Lost events by CPU; CPUs without losses are absent.
     pub lost: BTreeMap<u32, CpuLoss>,
     /// Per CPU: sched_switch events whose prev_pid is not the task the previous switch on
     /// that CPU switched to. Losses explain some; kernels also omit switches silently
@@ -85,6 +103,7 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// Events lost on all CPUs, as counted by the kernel (uncounted windows add nothing).
     pub fn lost_total(&self) -> u64 {
         self.lost.values().map(|l| l.events).sum()
     }
@@ -93,10 +112,15 @@ impl Meta {
 /// Collects what meta.json records about the events while they stream past.
 #[derive(Debug, Default)]
 pub struct Tally {
+    /// Events seen.
     pub events: u64,
+    /// Timestamp of the first event, in trace clock ns.
     pub first_ts: Option<u64>,
+    /// Timestamp of the last event, in trace clock ns.
     pub last_ts: Option<u64>,
+    /// pid → the last comm seen for it in any event's fields (pid 0, the idle task, left out).
     pub tasks: BTreeMap<i32, String>,
+    /// The highest CPU an event was recorded on.
     pub max_cpu: Option<u32>,
     by_type: [u64; crate::trace::EventType::ALL.len()],
     /// Per CPU: the task the last sched_switch switched to.
@@ -106,6 +130,7 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Counts one event.
     pub fn add(&mut self, e: &Event) {
         use crate::trace::EventKind::*;
         self.events += 1;
@@ -183,10 +208,17 @@ pub fn losses(stats: &ReadStats) -> BTreeMap<u32, CpuLoss> {
 /// Why a bundle could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
+    /// A trace reader failed, or meta.json does not parse.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// A file or directory of the bundle could not be written, read or accepted.
     #[error("{}: {what}", path.display())]
-    Bundle { path: PathBuf, what: String },
+    Bundle {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What went wrong with it.
+        what: String,
+    },
 }
 
 fn berr(path: &Path, what: impl Into<String>) -> BundleError {
@@ -198,9 +230,13 @@ fn berr(path: &Path, what: impl Into<String>) -> BundleError {
 
 /// What the caller knows about a source beyond what it says itself.
 pub struct ImportOptions<'a> {
+    /// The machine, when known; without it the bundle assumes one flat LLC.
     pub topology: Option<Topology>,
+    /// The input path, recorded in meta.json's `source`.
     pub source_path: &'a Path,
+    /// How the bundle came to be, recorded in meta.json.
     pub provenance: Provenance,
+    /// The traced kernel's sched features, when known (debugfs sched/features).
     pub sched_features: Option<String>,
     /// Called every so many events with the count so far (progress display).
     pub progress: Option<&'a mut dyn FnMut(u64)>,
@@ -372,7 +408,9 @@ fn upgrade_v1(v: &mut serde_json::Value) -> Result<(), serde_json::Error> {
 
 /// An existing bundle, read as an event source.
 pub struct Bundle {
+    /// The bundle's directory.
     pub dir: PathBuf,
+    /// Its meta.json, upgraded to the current schema.
     pub meta: Meta,
     info: SourceInfo,
     events: EventReader,
@@ -380,10 +418,13 @@ pub struct Bundle {
     last_ts: u64,
 }
 
+/// Whether `path` is a directory holding a meta.json.
 pub fn is_bundle(path: &Path) -> bool {
     path.is_dir() && path.join(META_FILE).is_file()
 }
 
+/// Reads and checks a bundle's meta.json, upgrading a schema-1 file; rejects CPU counts
+/// beyond what a kernel can have and schema versions newer than this build reads.
 pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
     let p = dir.join(META_FILE);
     let text = fs::read_to_string(&p).map_err(|e| berr(&p, e.to_string()))?;
@@ -431,6 +472,7 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
 }
 
 impl Bundle {
+    /// Opens a bundle to stream its events; meta.json is read and checked first.
     pub fn open(dir: &Path) -> Result<Bundle, BundleError> {
         let meta = read_meta(dir)?;
         let p = dir.join(EVENTS_FILE);

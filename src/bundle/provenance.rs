@@ -65,18 +65,27 @@ fn readable(s: &str) -> bool {
 /// What `sisreplay synth` ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SynthRecord {
+    /// The machine's name: a preset, `here`, or a JSON description's file stem.
     pub machine: String,
+    /// The workload model (`netperf-tcp-rr`, `hackbench`, ...).
     pub workload: String,
+    /// The load level this bundle was run at.
     pub load: LoadStep,
+    /// The idle-search policy simulated, as given (`sis_util`, `sis_util:param=value`).
     pub policy: String,
+    /// Virtual time simulated before measuring, in ns (lets PELT and SIS_UTIL settle).
     pub warmup_ns: u64,
+    /// Virtual time measured after the warm-up, in ns.
     pub duration_ns: u64,
 }
 
 /// One load level: its label and the workload's thread count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadStep {
+    /// `50%` for a share of the CPUs, or `N threads` when given as a count.
     pub label: String,
+    /// Worker threads the workload runs (pairs for netperf and tbench): the share of CPUs
+    /// rounded up, at least 1.
     pub threads: usize,
 }
 
@@ -85,34 +94,56 @@ pub struct LoadStep {
 pub struct SimulateRecord {
     /// The captured bundle whose tasks were re-run.
     pub bundle: PathBuf,
+    /// The idle-search policy of the re-run, as given.
     pub policy: String,
 }
 
 /// What `sisreplay capture` records about a capture.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaptureRecord {
+    /// sisreplay's own argv, as typed.
     pub command_line: Vec<String>,
+    /// How the events were recorded.
     pub backend: Backend,
+    /// When recording started, as `YYYY-mm-ddTHH:MM:SSZ`.
     pub start_utc: String,
+    /// The `--duration` asked for, in seconds.
     pub requested_duration_s: f64,
+    /// How long events were recorded, in seconds (shorter when the workload exited first or a
+    /// signal stopped it).
     pub duration_s: f64,
+    /// What ended the recording: `duration`, `workload exit` or `signal`.
     pub stopped_by: String,
+    /// The ring buffer size per CPU, in KiB (buffer_size_kb).
     pub buffer_kb_per_cpu: u32,
+    /// The tracepoints enabled, as `system/name`.
     pub events: Vec<String>,
+    /// The tracefs instance directory recorded from, or `perf_event_open` for the perf
+    /// backend.
     pub instance: String,
+    /// The trace clock (`local`, `global`, ...), when the backend could read it.
     pub clock: Option<String>,
+    /// What each CPU's buffer delivered and lost, in CPU order.
     pub cpus: Vec<CpuOutcome>,
+    /// The command run under the capture and how it ended; None when none was given.
     pub workload: Option<WorkloadOutcome>,
+    /// What `--search-latency` asked for and what the kernel allowed.
     pub search_latency: SearchLatency,
+    /// Sched features and debugfs tunables when the capture started.
     pub sched_debug: SchedDebug,
+    /// /proc/schedstat before recording.
     pub schedstat_before: Readable,
+    /// /proc/schedstat after recording.
     pub schedstat_after: Readable,
 }
 
+/// The kernel interface a capture records through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    /// A tracefs instance of its own, read from each CPU's `trace_pipe_raw` pages.
     Tracefs,
+    /// perf_event_open tracepoint events, read from each CPU's perf ring buffer.
     Perf,
 }
 
@@ -131,13 +162,18 @@ pub enum SearchProbe {
 /// What `--search-latency` could do on this kernel.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchLatency {
+    /// The probes asked for; None without `--search-latency`.
     pub requested: Option<SearchProbe>,
+    /// Whether kprobe_events exists and select_task_rq_fair is in available_filter_functions.
     pub available: bool,
+    /// What was used, or why the search cannot be probed here.
     pub why: String,
 }
 
+/// What one CPU's buffer delivered and lost during a capture.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CpuOutcome {
+    /// The CPU number.
     pub cpu: u32,
     /// Pages (tracefs) or bytes (perf) written to the spool.
     pub spooled: u64,
@@ -153,12 +189,16 @@ pub struct CpuOutcome {
     pub lost_records: u64,
 }
 
+/// How the workload run under a capture ended.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadOutcome {
+    /// Its argv.
     pub command: Vec<String>,
     /// Exit code, or None when it was stopped or killed by a signal.
     pub exit_code: Option<i32>,
+    /// The signal that ended it (SIGTERM when the capture stopped it), or None.
     pub signal: Option<i32>,
+    /// Wall time from the start of recording to its exit or stop, in seconds.
     pub wall_s: f64,
     /// Whether capture ended it because the duration ran out or capture was interrupted.
     pub stopped_by_capture: bool,
@@ -168,6 +208,7 @@ pub struct WorkloadOutcome {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum Readable {
+    /// The text read, trailing whitespace removed.
     Value(String),
     /// Why not: "unreadable: Operation not permitted", "absent".
     Not(String),
@@ -195,8 +236,12 @@ impl<'de> Deserialize<'de> for Readable {
     }
 }
 
+/// What /sys/kernel/debug/sched said when the capture started.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SchedDebug {
+    /// The `features` file: the sched features, NO_ prefixed where off.
     pub features: Readable,
+    /// The tunables found in that directory (`base_slice_ns`, `migration_cost_ns`, ...),
+    /// by file name; files the kernel lacks are left out.
     pub tunables: BTreeMap<String, Readable>,
 }

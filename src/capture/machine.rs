@@ -15,12 +15,14 @@ fn read(path: &Path) -> Readable {
     }
 }
 
+/// `uname -r` of the running kernel, from /proc/sys/kernel/osrelease.
 pub fn kernel_release() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
         .map(|s| s.trim().to_string())
 }
 
+/// The machine's hostname, or `host` when it cannot be read.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -61,6 +63,7 @@ pub fn sched_debug() -> SchedDebug {
     SchedDebug { features, tunables }
 }
 
+/// /proc/schedstat as text, or why it could not be read.
 pub fn schedstat() -> Readable {
     read(Path::new("/proc/schedstat"))
 }

@@ -39,25 +39,37 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "irq/softirq_exit",
 ];
 
+/// Why a capture could not run or complete.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// Not root (CAP_SYS_ADMIN is needed for tracefs instances and perf events).
     #[error("{0}")]
     Privilege(String),
+    /// The request cannot be met: an event missing on this kernel, an output that exists.
     #[error("{0}")]
     Usage(String),
+    /// A tracefs or perf_event_open operation failed, with the file or call.
     #[error("tracefs: {0}")]
     Tracefs(String),
+    /// The workload command could not be started.
     #[error("{0}")]
     Workload(String),
+    /// Writing the bundle failed.
     #[error(transparent)]
     Bundle(#[from] BundleError),
 }
 
+/// What `sisreplay capture` was asked to do.
 pub struct CaptureOptions {
+    /// How long to record; a workload that exits first ends the recording sooner.
     pub duration: Duration,
+    /// The bundle to write; None writes `capture-HOST-YYYYmmdd-HHMMSS` under `traces_dir`.
     pub output: Option<PathBuf>,
+    /// Where bundles go when `output` is not given.
     pub traces_dir: PathBuf,
+    /// tracefs pages or perf samples.
     pub backend: Backend,
+    /// The tracepoints to enable, as `system/name` ([`DEFAULT_EVENTS`] unless `--events`).
     pub events: Vec<String>,
     /// Per-CPU ring buffer size.
     pub buffer_kb: u32,
@@ -67,6 +79,7 @@ pub struct CaptureOptions {
     pub command: Vec<String>,
     /// The command line as the user gave it, for meta.json.
     pub argv: Vec<String>,
+    /// Set by the signal handler to end the recording early; events up to then are kept.
     pub stop: Arc<AtomicBool>,
     /// This program, run as `PROGRAM capture-watchdog` to clean up should the capture
     /// die without doing so itself (see [`watchdog`]); None runs without one.

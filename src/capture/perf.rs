@@ -35,6 +35,7 @@ fn os_err(what: String) -> CaptureError {
 
 /// The perf events of one CPU and the ring buffer they share.
 pub struct CpuRing {
+    /// The CPU the events count on.
     pub cpu: u32,
     fds: Vec<i32>,
     base: *mut u8,
@@ -113,6 +114,8 @@ impl CpuRing {
         Ok(ring)
     }
 
+    /// Enables (true) or disables (false) every event of the ring
+    /// (PERF_EVENT_IOC_ENABLE / PERF_EVENT_IOC_DISABLE).
     pub fn enable(&self, on: bool) -> Result<(), CaptureError> {
         for &fd in &self.fds {
             let r = unsafe {
@@ -171,12 +174,15 @@ impl Drop for CpuRing {
 
 /// A thread draining one CPU's ring into its spool until told to stop.
 pub struct Reader {
+    /// The CPU whose ring it drains.
     pub cpu: u32,
+    /// The spool file it writes, raw perf records back to back.
     pub spool: PathBuf,
     handle: JoinHandle<Result<(CpuRing, u64), CaptureError>>,
 }
 
 impl Reader {
+    /// Starts the draining thread; `stop` ends it once the ring is empty.
     pub fn start(
         mut ring: CpuRing,
         spool: PathBuf,
@@ -232,6 +238,7 @@ pub struct SpoolEvents {
 }
 
 impl SpoolEvents {
+    /// Reads the spool at `path` of `cpu`, decoding sample payloads with `decoder`.
     pub fn open(cpu: u32, path: &Path, decoder: Arc<Decoder>) -> Result<SpoolEvents, TraceError> {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         Ok(SpoolEvents {

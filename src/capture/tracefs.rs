@@ -17,6 +17,7 @@ use crate::trace::format::{parse_event_format, parse_header_page, EventFormat, P
 
 use super::CaptureError;
 
+/// Where tracefs is mounted on current kernels (debugfs's `tracing/` is the old path).
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 
 fn io_err(path: &Path, e: std::io::Error) -> CaptureError {
@@ -51,11 +52,13 @@ fn read_file(path: &Path) -> Result<String, CaptureError> {
 
 /// tracefs, mounted for the session if it was not; unmounted again on drop if so.
 pub struct Mount {
+    /// The mount point.
     pub root: PathBuf,
     mounted_here: bool,
 }
 
 impl Mount {
+    /// Mounts tracefs at `root` unless it is already there (its `events/` exists).
     pub fn ensure(root: &Path) -> Result<Mount, CaptureError> {
         let mut mounted_here = false;
         if !root.join("events").exists() {
@@ -122,7 +125,9 @@ impl Drop for Mount {
 /// A private tracefs instance with events enabled. Dropping it disables the events and
 /// removes the instance.
 pub struct Instance {
+    /// The tracefs mount point the instance lives under.
     pub root: PathBuf,
+    /// The instance's directory, `instances/sisreplay-PID`.
     pub dir: PathBuf,
     events: Vec<String>,
 }
@@ -161,10 +166,12 @@ impl Instance {
         Ok(())
     }
 
+    /// Writes the instance's `tracing_on`: starts (true) or stops (false) recording.
     pub fn set_tracing(&self, on: bool) -> Result<(), CaptureError> {
         write_file(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
     }
 
+    /// The instance's trace clock, the bracketed entry of `trace_clock`; None if unreadable.
     pub fn clock(&self) -> Option<String> {
         let t = read_kernel_text(&self.dir.join("trace_clock")).ok()?;
         t.split('[').nth(1)?.split(']').next().map(str::to_string)
@@ -175,6 +182,7 @@ impl Instance {
         read_kernel_text(&self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).ok()
     }
 
+    /// The `trace_pipe_raw` file of `cpu`: whole ring-buffer pages, consumed as read.
     pub fn pipe(&self, cpu: u32) -> PathBuf {
         self.dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"))
     }
@@ -311,12 +319,16 @@ pub fn stat(text: &str, key: &str) -> Option<u64> {
 /// A thread copying one CPU's pages into its spool file until told to stop, then
 /// draining what is left.
 pub struct Reader {
+    /// The CPU whose pages it copies.
     pub cpu: u32,
+    /// The spool file it writes, whole pages back to back.
     pub spool: PathBuf,
     handle: JoinHandle<Result<u64, CaptureError>>,
 }
 
 impl Reader {
+    /// Opens `pipe` non-blocking and starts the copying thread; `page_size` is the
+    /// sub-buffer size from header_page, `stop` ends it after a final drain.
     pub fn start(
         cpu: u32,
         pipe: PathBuf,

@@ -10,6 +10,7 @@ use super::error::{Position, Result, TraceError};
 
 /// The reads the metadata parsers need; `take` and `error` are all an input provides.
 pub trait Reader {
+    /// Whether multi-byte integers are big-endian (set from the file's header).
     fn big_endian(&self) -> bool;
     /// Reads exactly `n` bytes; `what` names them for the error message.
     fn take(&mut self, n: usize, what: &str) -> Result<Vec<u8>>;
@@ -18,9 +19,11 @@ pub trait Reader {
     /// Bytes left, to reject absurd lengths before allocating for them.
     fn remaining(&self) -> u64;
 
+    /// One byte.
     fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.take(1, what)?[0])
     }
+    /// A u16 in the input's byte order.
     fn u16(&mut self, what: &str) -> Result<u16> {
         let b: [u8; 2] = self.take(2, what)?.try_into().unwrap();
         Ok(if self.big_endian() {
@@ -29,6 +32,7 @@ pub trait Reader {
             u16::from_le_bytes(b)
         })
     }
+    /// A u32 in the input's byte order.
     fn u32(&mut self, what: &str) -> Result<u32> {
         let b: [u8; 4] = self.take(4, what)?.try_into().unwrap();
         Ok(if self.big_endian() {
@@ -37,6 +41,7 @@ pub trait Reader {
             u32::from_le_bytes(b)
         })
     }
+    /// A u64 in the input's byte order.
     fn u64(&mut self, what: &str) -> Result<u64> {
         let b: [u8; 8] = self.take(8, what)?.try_into().unwrap();
         Ok(if self.big_endian() {
@@ -86,10 +91,13 @@ pub struct Bytes<'a> {
     /// What the bytes are, for errors in decompressed data.
     origin: String,
     path: &'a Path,
+    /// Byte order of the integers; little-endian until the header says otherwise.
     pub big_endian: bool,
 }
 
 impl<'a> Bytes<'a> {
+    /// A reader over `data`; `base` is its file offset (None for decompressed bytes, then
+    /// `origin` names them in errors); `path` is the file errors name.
     pub fn new(data: &'a [u8], base: Option<u64>, origin: String, path: &'a Path) -> Bytes<'a> {
         Bytes {
             data,
@@ -101,6 +109,7 @@ impl<'a> Bytes<'a> {
         }
     }
 
+    /// Whether every byte has been read.
     pub fn at_end(&self) -> bool {
         self.pos >= self.data.len()
     }
@@ -144,10 +153,12 @@ pub struct FileInput {
     pos: u64,
     len: u64,
     path: PathBuf,
+    /// Byte order of the integers; little-endian until the header says otherwise.
     pub big_endian: bool,
 }
 
 impl FileInput {
+    /// Opens `path` for reading from offset 0.
     pub fn open(path: &Path) -> Result<FileInput> {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let len = f.metadata().map_err(|e| TraceError::io(path, e))?.len();
@@ -160,18 +171,22 @@ impl FileInput {
         })
     }
 
+    /// The file's size in bytes.
     pub fn file_len(&self) -> u64 {
         self.len
     }
 
+    /// The offset of the next byte to read.
     pub fn pos(&self) -> u64 {
         self.pos
     }
 
+    /// The file being read.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Moves to offset `pos`; an offset past the end is a malformed file, named by `what`.
     pub fn seek(&mut self, pos: u64, what: &str) -> Result<()> {
         if pos > self.len {
             return Err(self.error(&format!(

@@ -221,6 +221,7 @@ pub struct TieOrder {
 }
 
 impl TieOrder {
+    /// What re-ordering did so far; complete once [`TieOrder::finish`] has run.
     pub fn stats(&self) -> TieStats {
         self.stats
     }
@@ -418,6 +419,7 @@ pub struct Ordered<S> {
 }
 
 impl<S: EventSource> Ordered<S> {
+    /// Reads `inner` through the tie ordering.
     pub fn new(inner: S) -> Ordered<S> {
         Ordered {
             inner,
@@ -428,6 +430,7 @@ impl<S: EventSource> Ordered<S> {
         }
     }
 
+    /// The source being re-ordered.
     pub fn inner(&self) -> &S {
         &self.inner
     }
@@ -494,6 +497,7 @@ pub struct CausalCheck {
 }
 
 impl CausalCheck {
+    /// Counts `e`, the next event of the stream.
     pub fn add(&mut self, e: &Event) {
         match self.last {
             Some((ts, cpu)) if ts == e.ts && cpu != e.cpu => {

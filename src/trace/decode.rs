@@ -1,6 +1,7 @@
-//! Turns raw tracepoint records into [`Event`]s using the field layout of each event's
-//! own format description, so a kernel that moves or retypes a field (comm became a
-//! `__data_loc` string in v6.16) is read correctly without code changes.
+//! Turns raw tracepoint records into [`Event`](super::event::Event)s using the field
+//! layout of each event's own format description, so a kernel that moves or retypes a
+//! field (comm became a `__data_loc` string in v6.16) is read correctly without code
+//! changes.
 
 use super::event::{Comm, EventKind, EventType, Wake};
 use super::format::{EventFormat, Field, Placement};
@@ -51,12 +52,16 @@ enum Layout {
 /// What a record turned out to be.
 #[derive(Debug)]
 pub enum Decoded {
+    /// A record of a type the model reads, decoded.
     Known {
+        /// The record's common_pid: the task running when it was written (0 is idle).
         common_pid: i32,
+        /// The tracepoint and its fields.
         kind: EventKind,
     },
     /// An event type this model does not use; counted by name and skipped.
     Unknown {
+        /// The record's common_type: its event ID in this trace's formats.
         id: u16,
     },
 }
@@ -215,6 +220,7 @@ impl Decoder {
         matches!(self.layouts.get(id as usize), Some(Some(_)))
     }
 
+    /// The event ID (common_type) of a record's payload.
     #[inline]
     pub fn event_id(&self, data: &[u8]) -> Result<u16, DecodeError> {
         Ok(self.int(data, self.common_type)? as u16)

@@ -28,6 +28,7 @@ impl Comm {
         }
     }
 
+    /// The name's bytes, without the NUL padding (0 to 16 bytes).
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
@@ -54,70 +55,116 @@ impl std::fmt::Display for Comm {
 /// The payload shared by sched_waking, sched_wakeup and sched_wakeup_new.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wake {
+    /// The woken task's comm.
     pub comm: Comm,
+    /// The woken task's PID (the kernel's TID: one per thread).
     pub pid: i32,
+    /// p->prio of the woken task: 0..=99 real-time, 100..=139 fair (120 is nice 0).
     pub prio: i32,
     /// task_cpu(p) when the event fired: prev CPU for waking, chosen CPU for wakeup.
     pub target_cpu: i32,
 }
 
+/// What happened, with the tracepoint's own fields; one variant per [`EventType`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
+    /// sched_switch: `prev` leaves the CPU the event was recorded on and `next` runs on it.
     Switch {
+        /// The comm of the task leaving the CPU.
         prev_comm: Comm,
+        /// The PID of the task leaving the CPU (0 is the idle task).
         prev_pid: i32,
+        /// p->prio of the task leaving the CPU (120 is nice 0).
         prev_prio: i32,
         /// TASK_REPORT encoding: 0 running, 1 S, 2 D, ..., 0x100 preempted (R+).
         prev_state: i64,
+        /// The comm of the task taking the CPU.
         next_comm: Comm,
+        /// The PID of the task taking the CPU (0 is the idle task).
         next_pid: i32,
+        /// p->prio of the task taking the CPU.
         next_prio: i32,
     },
+    /// sched_waking: try_to_wake_up() starts on the waker's CPU, before select_task_rq.
     Waking(Wake),
+    /// sched_wakeup: the woken task is runnable on `target_cpu`, the CPU select_task_rq
+    /// chose (or its own CPU when it had not left the runqueue yet).
     Wakeup(Wake),
+    /// sched_wakeup_new: a new task's first enqueue, after select_task_rq with WF_FORK.
     WakeupNew(Wake),
+    /// sched_migrate_task: set_task_cpu() moves a task to another CPU, at a wakeup or by
+    /// load balancing.
     Migrate {
+        /// The moved task's comm.
         comm: Comm,
+        /// The moved task's PID.
         pid: i32,
+        /// p->prio of the moved task.
         prio: i32,
+        /// The CPU the task was on (task_cpu(p) before the move).
         orig_cpu: i32,
+        /// The CPU the task moves to.
         dest_cpu: i32,
     },
+    /// sched_process_fork: a new task is created (a thread or a process).
     Fork {
+        /// The forking task's comm.
         parent_comm: Comm,
+        /// The forking task's PID.
         parent_pid: i32,
+        /// The child's comm (a copy of the parent's until it calls exec).
         child_comm: Comm,
+        /// The child's PID.
         child_pid: i32,
     },
+    /// sched_process_exit: a task exits, fired in do_exit() before its last switch out.
     Exit {
+        /// The exiting task's comm.
         comm: Comm,
+        /// The exiting task's PID.
         pid: i32,
+        /// p->prio of the exiting task.
         prio: i32,
         /// Added to the tracepoint in 2025 (v6.19+); absent before.
         group_dead: Option<bool>,
     },
+    /// irq_handler_entry: a hard interrupt handler starts on the recording CPU.
     IrqEntry {
+        /// The interrupt number.
         irq: i32,
+        /// The handler's action->name, as /proc/interrupts shows it.
         name: Box<str>,
     },
+    /// irq_handler_exit: the handler of `irq` returned.
     IrqExit {
+        /// The interrupt number.
         irq: i32,
+        /// The handler's irqreturn_t: 0 IRQ_NONE, 1 IRQ_HANDLED, 2 IRQ_WAKE_THREAD.
         ret: i32,
     },
+    /// softirq_entry: a softirq vector starts running on the recording CPU.
     SoftirqEntry {
+        /// The softirq vector: 0 HI, 1 TIMER, 2 NET_TX, 3 NET_RX, 4 BLOCK, 5 IRQ_POLL,
+        /// 6 TASKLET, 7 SCHED, 8 HRTIMER, 9 RCU.
         vec: u32,
     },
+    /// softirq_exit: the softirq vector finished.
     SoftirqExit {
+        /// The softirq vector, numbered as in [`EventKind::SoftirqEntry`].
         vec: u32,
     },
     /// Entry of select_task_rq_fair, from the kprobe `--search-latency` installs: the
     /// prev CPU and wake flags it was called with (WF_TTWU, WF_SYNC, WF_FORK, ...).
     SelectEnter {
+        /// The task's CPU before the wakeup, the `prev_cpu` argument.
         prev_cpu: i32,
+        /// The WF_* flags as the traced kernel numbers them (v6.x: WF_FORK 0x04,
+        /// WF_TTWU 0x08, WF_SYNC 0x10).
         wake_flags: u32,
     },
     /// Return of select_task_rq_fair (kretprobe): the CPU it chose.
     SelectExit {
+        /// The CPU select_task_rq_fair returned.
         cpu: i32,
     },
 }
@@ -126,22 +173,36 @@ pub enum EventKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
+    /// sched:sched_switch.
     SchedSwitch,
+    /// sched:sched_waking.
     SchedWaking,
+    /// sched:sched_wakeup.
     SchedWakeup,
+    /// sched:sched_wakeup_new.
     SchedWakeupNew,
+    /// sched:sched_migrate_task.
     SchedMigrateTask,
+    /// sched:sched_process_fork.
     SchedProcessFork,
+    /// sched:sched_process_exit.
     SchedProcessExit,
+    /// irq:irq_handler_entry.
     IrqHandlerEntry,
+    /// irq:irq_handler_exit.
     IrqHandlerExit,
+    /// irq:softirq_entry.
     SoftirqEntry,
+    /// irq:softirq_exit.
     SoftirqExit,
+    /// The kprobe on select_task_rq_fair entry (`sisreplay:select_task_rq_enter_<pid>`).
     SelectEnter,
+    /// The kretprobe on select_task_rq_fair return (`sisreplay:select_task_rq_exit_<pid>`).
     SelectExit,
 }
 
 impl EventType {
+    /// Every type, in declaration order: `ALL[t.index()] == t`.
     pub const ALL: [EventType; 13] = [
         EventType::SchedSwitch,
         EventType::SchedWaking,
@@ -206,12 +267,14 @@ impl EventType {
             .or_else(|| probe(name))
     }
 
+    /// The type's position in [`EventType::ALL`], for per-type arrays of counts.
     pub fn index(self) -> usize {
         self as usize
     }
 }
 
 impl EventKind {
+    /// The tracepoint this event came from.
     pub fn event_type(&self) -> EventType {
         match self {
             EventKind::Switch { .. } => EventType::SchedSwitch,
@@ -240,6 +303,7 @@ pub struct Event {
     pub cpu: u32,
     /// common_pid: the task running when the event fired (0 is the idle task).
     pub common_pid: i32,
+    /// The tracepoint's name and fields.
     pub kind: EventKind,
 }
 

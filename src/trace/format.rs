@@ -13,29 +13,40 @@ pub enum Placement {
     RelLoc,
 }
 
+/// One field of an event record, from a `field:...;` line of its format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
+    /// The identifier, without type or array brackets (`prev_comm`, `common_pid`).
     pub name: String,
     /// The C declaration as the kernel printed it, e.g. `char prev_comm[16]`.
     pub decl: String,
+    /// Bytes from the start of the record (for `__data_loc`/`__rel_loc`, of the u32 locator).
     pub offset: usize,
+    /// Size in bytes: of the value, the whole fixed array, or the 4-byte locator.
     pub size: usize,
+    /// `signed:1`: sign-extend when read as an integer.
     pub signed: bool,
+    /// Whether the bytes are inline or found through a locator.
     pub placement: Placement,
     /// A fixed-size array (`char comm[16]`): read as bytes, not as an integer.
     pub is_array: bool,
 }
 
+/// One event's format: its identity and where each field sits in a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
+    /// The tracefs system (`sched`, `irq`, or a kprobe group).
     pub system: String,
+    /// The event name (`sched_switch`), from the `name:` line.
     pub name: String,
+    /// The event ID from the `ID:` line: the `common_type` of its records in this trace.
     pub id: u16,
     /// Common fields first, then the event's own, in the order the kernel lists them.
     pub fields: Vec<Field>,
 }
 
 impl EventFormat {
+    /// The field called `name`, if the event has one.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
@@ -44,7 +55,9 @@ impl EventFormat {
 /// Why a format text could not be used, with the 1-based line it was found on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormatError {
+    /// The 1-based line of the format text.
     pub line: usize,
+    /// What is wrong there.
     pub what: String,
 }
 
@@ -169,6 +182,8 @@ pub struct PageLayout {
 }
 
 impl PageLayout {
+    /// The sub-buffer size in bytes, header plus data: 4096 unless buffer_subbuf_size_kb
+    /// was changed.
     pub fn page_size(&self) -> usize {
         self.data_offset + self.data_size
     }

@@ -24,24 +24,31 @@ const TS_MSB: u64 = 0xf8 << 56;
 /// What the page header says about events lost before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Missed {
+    /// No events were lost.
     None,
     /// Lost, count not recorded (the writer overran the reader).
     Unknown,
+    /// This many events were lost (the count stored after the page's data).
     Count(u64),
 }
 
+/// The page header: the time base of its records and how much of it holds data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageHeader {
+    /// The page's base time stamp, in trace clock units (ns for the default local clock).
     pub timestamp: u64,
     /// Bytes of records in the page.
     pub commit: usize,
+    /// Events lost between the previous page of this CPU and this one.
     pub missed: Missed,
 }
 
 /// One data record in a page: its absolute timestamp and payload (common fields first).
 #[derive(Debug, Clone, Copy)]
 pub struct Record<'a> {
+    /// The record's absolute time: the page's stamp plus every delta up to it, in clock units.
     pub ts: u64,
+    /// The event payload, common fields first (common_type, flags, preempt_count, pid).
     pub data: &'a [u8],
     /// Offset of the record header from the start of the page.
     pub offset: usize,
@@ -50,17 +57,21 @@ pub struct Record<'a> {
 /// A problem in a page, with the offset from the page start where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageError {
+    /// Byte offset from the start of the page.
     pub offset: usize,
+    /// What is wrong there.
     pub what: String,
 }
 
 /// Reads the fixed-width integers of the trace's byte order.
 #[derive(Debug, Clone, Copy)]
 pub struct ByteOrder {
+    /// True for big-endian traces.
     pub big_endian: bool,
 }
 
 impl ByteOrder {
+    /// The u32 in the first 4 bytes of `b`.
     pub fn u32(self, b: &[u8]) -> u32 {
         let a = [b[0], b[1], b[2], b[3]];
         if self.big_endian {
@@ -69,6 +80,7 @@ impl ByteOrder {
             u32::from_le_bytes(a)
         }
     }
+    /// The u64 in the first 8 bytes of `b`.
     pub fn u64(self, b: &[u8]) -> u64 {
         let a = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
         if self.big_endian {
@@ -144,6 +156,7 @@ pub struct PageIter<'a> {
 }
 
 impl<'a> PageIter<'a> {
+    /// Reads the page header and returns an iterator positioned on the first record.
     pub fn new(
         page: &'a [u8],
         layout: &PageLayout,

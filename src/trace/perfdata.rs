@@ -23,6 +23,7 @@ use super::format::EventFormat;
 use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use super::tracedat::MAGIC;
 
+/// The first 8 bytes of a perf.data file (version 2 header, little-endian writer).
 pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
 /// Feature bit of HEADER_EVENT_DESC (perf's header.h).
 const EVENT_DESC_BIT: usize = 12;
@@ -246,6 +247,7 @@ impl Seek for Tracked {
     }
 }
 
+/// An opened perf.data: header and tracepoint formats read, samples streamed in time order.
 pub struct PerfData {
     path: PathBuf,
     info: SourceInfo,
@@ -384,6 +386,8 @@ fn locate(path: &Path, data: (u64, u64), rtype: u32, body: &[u8]) -> Option<(u64
 }
 
 impl PerfData {
+    /// Reads the header, feature sections and tracepoint formats of `path`; a file without
+    /// raw tracepoint samples is unsupported.
     pub fn open(path: &Path) -> Result<PerfData> {
         let data = check_header(path)?;
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;

@@ -17,6 +17,7 @@ use super::page::{ByteOrder, Missed, PageIter};
 /// Events lost on one CPU between two recorded events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LostWindow {
+    /// The CPU whose ring buffer lost them.
     pub cpu: u32,
     /// Timestamp of the last event seen before the loss (None: loss before the first).
     pub after_ts: Option<u64>,
@@ -46,6 +47,7 @@ pub struct SourceInfo {
 /// What was seen while reading, beyond the events themselves.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReadStats {
+    /// Each gap in a CPU's events where the kernel reported lost events, in read order.
     pub lost: Vec<LostWindow>,
     /// Events outside the model, by `system:name`.
     pub unknown: BTreeMap<String, u64>,
@@ -57,7 +59,9 @@ pub struct ReadStats {
 
 /// A time-ordered stream of events.
 pub trait EventSource {
+    /// What the source recorded about the machine and the trace.
     fn info(&self) -> &SourceInfo;
+    /// The next event in time order, or None at the end.
     fn next_event(&mut self) -> Result<Option<Event>>;
     /// Appends up to `max` events to `out` and returns how many; 0 means the end. The
     /// fast way to stream: readers that can fill a batch in place do so.
@@ -82,7 +86,12 @@ pub enum PagePos {
     /// The page starts at this file offset.
     File(u64),
     /// The page was decompressed from the chunk at `chunk`, starting `within` bytes in.
-    Chunk { chunk: u64, within: usize },
+    Chunk {
+        /// File offset of the compressed chunk.
+        chunk: u64,
+        /// Byte of the decompressed chunk where the page starts.
+        within: usize,
+    },
 }
 
 impl PagePos {
@@ -162,11 +171,13 @@ struct PendingRecord {
 
 /// One CPU's events in time order, as the merge consumes them.
 pub trait CpuStream: Send {
+    /// The CPU whose buffer this is.
     fn cpu(&self) -> u32;
     /// Timestamp of the next event, or None at the end.
     fn peek_ts(&mut self) -> Result<Option<u64>>;
     /// The event `peek_ts` reported.
     fn take(&mut self) -> Result<Event>;
+    /// The losses seen on this CPU so far.
     fn lost(&self) -> &[LostWindow];
     /// Adds counts of skipped events, by `system:name`.
     fn unknown_counts(&self, into: &mut BTreeMap<String, u64>);
@@ -210,6 +221,7 @@ pub struct CpuEvents {
 }
 
 impl CpuEvents {
+    /// Decodes the pages of `cpu` with `decoder`; `path` names the input in errors.
     pub fn new(
         cpu: u32,
         path: PathBuf,
@@ -378,6 +390,7 @@ pub struct Merge<S: CpuStream = CpuEvents> {
 }
 
 impl<S: CpuStream> Merge<S> {
+    /// Merges `cpus`, in any order (they are sorted by CPU number here).
     pub fn new(mut cpus: Vec<S>) -> Merge<S> {
         cpus.sort_by_key(|c| c.cpu());
         Merge {
@@ -388,6 +401,7 @@ impl<S: CpuStream> Merge<S> {
         }
     }
 
+    /// The earliest event of all CPUs, or None when every CPU is drained.
     pub fn next_event(&mut self) -> Result<Option<Event>> {
         if !self.started {
             self.started = true;
@@ -461,6 +475,7 @@ impl<S: CpuStream> Merge<S> {
         Ok(n)
     }
 
+    /// Losses and unknown events of every CPU so far.
     pub fn stats(&self) -> ReadStats {
         let mut s = ReadStats::default();
         for c in &self.cpus {

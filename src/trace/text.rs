@@ -18,11 +18,16 @@ use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 /// The text flavour, told apart by the first event line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
+    /// The tracefs `trace` file: `COMM-PID [CPU] flags SECS.USECS: EVENT: FIELDS`.
     Tracefs,
+    /// `trace-cmd report`: like tracefs, without the latency flags column.
     TraceCmd,
+    /// `perf script`: `COMM PID[/TID] [CPU] SECS.FRAC: SYS:EVENT: FIELDS`.
     PerfScript,
 }
 
+/// A text trace, read a line at a time: header, comment and `[LOST N EVENTS]` lines are
+/// taken for what they say, any other line must be an event.
 pub struct TextTrace {
     path: PathBuf,
     lines: std::io::Lines<BufReader<File>>,
@@ -417,6 +422,8 @@ fn split_line(line: &str) -> Option<Line<'_>> {
 }
 
 impl TextTrace {
+    /// Opens a text trace and reads its header for the CPU count; the flavour is told
+    /// from the first event line.
     pub fn open(path: &Path) -> Result<TextTrace> {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let mut t = TextTrace {

@@ -20,6 +20,7 @@ use super::stream::{
     CpuEvents, EventSource, FilePages, Merge, PagePos, PageSource, ReadStats, SourceInfo,
 };
 
+/// The first 10 bytes of every trace.dat: `\x17\x08D` and "tracing".
 pub const MAGIC: &[u8; 10] = b"\x17\x08Dtracing";
 
 /// Option ids shared by both versions (trace-cmd's TRACECMD_OPTION_*).
@@ -44,8 +45,11 @@ mod opt {
 /// The compression a v7 file declares in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
+    /// Sections and CPU data stored as they are (version 6, or v7 without compression).
     None,
+    /// zstd, as trace-cmd 3.x writes by default.
     Zstd,
+    /// zlib (deflate).
     Zlib,
 }
 
@@ -595,10 +599,12 @@ pub struct TraceDat {
     info: SourceInfo,
     merge: Merge,
     ts_offset: i64,
+    /// The event formats of the file, for readers of its records.
     pub decoder: Arc<Decoder>,
 }
 
 impl TraceDat {
+    /// Reads the metadata of `path` and positions one page stream per CPU on its data.
     pub fn open(path: &Path) -> Result<TraceDat> {
         let (meta, input) = open_metadata(path)?;
         let layout = meta.layout.expect("checked in open_metadata");
