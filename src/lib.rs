@@ -20,7 +20,7 @@
 //!   [`report`] the HTML, text and JSON reports.
 //!
 //! The command line is [`cli::run`]; every command ends in one [`Error`].
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod abi;
 pub mod atomic;
