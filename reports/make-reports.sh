@@ -65,3 +65,6 @@ rm -rf reports/data/$(basename $b)
 mkdir -p reports/data
 mv $b/results reports/data/$(basename $b)
 ls -l reports
+
+# Each policy model against the rig kernels built with that policy.
+python3 reports/ground_truth.py "$bin"

@@ -128,9 +128,12 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
             .iter()
             .zip(&metas)
             .map(|((n, r), meta)| {
+                let measured = meta.as_ref().and_then(crate::metrics::kernel_sis::measured);
                 serde_json::json!({
                     "trace": n,
-                    "kernel_sis": meta.as_ref().and_then(crate::metrics::kernel_sis::measured),
+                    "kernel_sis": measured,
+                    // The seeds' efficiency figures of the kernel's own counts.
+                    "kernel_sis_derived": measured.as_ref().map(|m| crate::metrics::Derived::of(&m.counters)),
                     "as_kernel": r.as_kernel,
                     "fidelity": r.policies.iter().find_map(|p| p.fidelity.as_ref()),
                     "skipped": r.skipped,
