@@ -5,6 +5,7 @@
 //! took), and the other policies' re-runs say what would have happened next.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -533,8 +534,17 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
 
 /// The email-ready table: the trace, then each re-run, then the fidelity line.
 pub fn render(r: &Rerun) -> String {
-    use std::fmt::Write;
     let mut out = String::new();
+    render_runs(&mut out, r);
+    render_fidelity(&mut out, r);
+    render_gate(&mut out, r);
+    render_trust(&mut out, r);
+    out
+}
+
+/// The model's shape, then one row of statistics for the trace and each re-run, then
+/// the re-runs that left tasks waiting.
+fn render_runs(out: &mut String, r: &Rerun) {
     let m = &r.model;
     let _ = writeln!(
         out,
@@ -577,9 +587,9 @@ pub fn render(r: &Rerun) -> String {
             s.busy_pct
         );
     };
-    row(&mut out, "trace", &r.trace);
+    row(out, "trace", &r.trace);
     for a in &r.runs {
-        row(&mut out, &format!("sim {}", a.policy), &a.stats);
+        row(out, &format!("sim {}", a.policy), &a.stats);
     }
     for a in r.runs.iter().filter(|a| a.result.unfinished_tasks > 0) {
         let _ = writeln!(
@@ -589,6 +599,10 @@ pub fn render(r: &Rerun) -> String {
             a.policy, a.result.unfinished_tasks, m.tasks
         );
     }
+}
+
+/// How the re-run under the traced policy compares with the trace, in one paragraph.
+fn render_fidelity(out: &mut String, r: &Rerun) {
     if let Some(own) = r.runs.iter().find(|a| a.policy == r.traced_policy) {
         let f = &own.against_trace;
         let _ = writeln!(
@@ -607,6 +621,10 @@ pub fn render(r: &Rerun) -> String {
             f.latency_p99_ratio
         );
     }
+}
+
+/// The self-fidelity gate: its verdict, then each check.
+fn render_gate(out: &mut String, r: &Rerun) {
     let g = &r.self_fidelity;
     let _ = writeln!(
         out,
@@ -638,6 +656,11 @@ pub fn render(r: &Rerun) -> String {
             if c.pass { "pass" } else { "miss" }
         );
     }
+}
+
+/// Whether each counterfactual re-run is to be believed, and the bundles written.
+fn render_trust(out: &mut String, r: &Rerun) {
+    let g = &r.self_fidelity;
     for a in r.runs.iter().filter(|a| a.policy != r.traced_policy) {
         let _ = writeln!(
             out,
@@ -655,7 +678,6 @@ pub fn render(r: &Rerun) -> String {
             let _ = writeln!(out, "wrote {}", b.display());
         }
     }
-    out
 }
 
 fn short(p: &Path) -> String {
