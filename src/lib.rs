@@ -28,6 +28,7 @@ pub mod bundle;
 pub mod capture;
 pub mod cli;
 pub mod compare;
+pub mod derived;
 pub mod error;
 pub mod info;
 pub mod input;

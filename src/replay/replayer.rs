@@ -9,6 +9,7 @@ use super::lookahead::{Lookahead, Outcome, Selection};
 use super::observer::DecisionObserver;
 use super::{ReplayError, ReplayOptions, ReplayResult, Skipped};
 use crate::abi::WF_SYNC;
+use crate::derived::Latencies;
 use crate::metrics::calibration::Samples;
 use crate::metrics::observed::Observed;
 use crate::metrics::windows::{self, Slot, WindowClock};
@@ -76,8 +77,8 @@ pub struct Replayer<'o> {
     fit: Samples,
     /// Set once a probe event is seen: from then on a waking without one selected nothing.
     probes: bool,
-    /// Replayed wakeups whose task has not run since: pid → sched_waking time.
-    woken_at: HashMap<i32, u64>,
+    /// Replayed wakeups whose task has not run since.
+    latencies: Latencies,
     first_seen: Option<u64>,
     last_seen: u64,
     observers: Vec<&'o mut dyn DecisionObserver>,
@@ -131,7 +132,7 @@ impl<'o> Replayer<'o> {
             tally: Tally::default(),
             fit: Samples::default(),
             probes: setup.probes,
-            woken_at: HashMap::new(),
+            latencies: Latencies::default(),
             first_seen: None,
             last_seen: 0,
             observers,
@@ -167,7 +168,7 @@ impl<'o> Replayer<'o> {
         };
         let first = self.first_seen.unwrap_or(0);
         self.observed
-            .finish(self.woken_at.len() as u64, self.windows);
+            .finish(self.latencies.pending() as u64, self.windows);
         let mut policies = Vec::with_capacity(self.arms.len());
         for mut a in self.arms {
             if let Some(f) = a.metrics.fidelity.as_mut() {
@@ -214,17 +215,6 @@ impl<'o> Replayer<'o> {
         }
         match &e.kind {
             EventKind::Waking(w) => self.on_waking(&e, w)?,
-            EventKind::Switch { next_pid, .. } => {
-                if let Some(woken) = self.woken_at.remove(next_pid) {
-                    let slot = self.slot(now);
-                    self.observed.note_latency_at(
-                        *next_pid,
-                        woken,
-                        now.saturating_sub(woken),
-                        slot,
-                    );
-                }
-            }
             EventKind::Migrate {
                 orig_cpu, dest_cpu, ..
             } if *orig_cpu >= 0 && *dest_cpu >= 0 => {
@@ -235,6 +225,15 @@ impl<'o> Replayer<'o> {
                 );
             }
             _ => {}
+        }
+        // A waking goes to the latencies only when replayed (see replay_wakeup).
+        if !matches!(e.kind, EventKind::Waking(_)) {
+            if let Some(l) = self.latencies.feed(&e) {
+                let slot = self.slot(now);
+                let ns = l.since_last_waking_ns();
+                self.observed
+                    .note_latency_at(l.pid, l.last_waking_ns, ns, slot);
+            }
         }
         if let Change::AvgIdle { cpu, avg_idle } = self.machine.apply(&e) {
             for a in self.arms.iter_mut() {
@@ -351,7 +350,7 @@ impl<'o> Replayer<'o> {
         let slot = self.slot(now);
         let topo = &self.machine.topo;
         self.observed.note_wakeup(topo, prev, out.chosen, slot);
-        if self.woken_at.insert(pid, now).is_some() {
+        if self.latencies.waking(e, w) {
             self.observed.rewoken += 1;
         }
         let replayed = Replayed {

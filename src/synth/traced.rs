@@ -14,9 +14,10 @@
 use std::collections::HashMap;
 
 use super::{Start, Step, TaskSpec, Workload};
-use crate::abi::{PREEMPTED, WF_SYNC};
+use crate::abi::WF_SYNC;
+use crate::derived::{SliceEnd, Slices};
 use crate::state::machine::TaskState;
-use crate::trace::{Event, EventKind};
+use crate::trace::{Event, EventKind, Wake};
 
 /// What the builder read, besides the tasks.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -107,259 +108,313 @@ impl Building {
             self.ran = 0;
         }
     }
+
+    /// The task as the simulator runs it: begun where it was first seen; a per-CPU
+    /// kernel thread kept on its CPU.
+    fn into_spec(self) -> TaskSpec {
+        let start = self.start.unwrap_or(Start::Asleep { cpu: 0 });
+        let pinned =
+            TaskState::comm_is_percpu_kthread(&self.comm).then(|| start.cpu().unwrap_or(0));
+        TaskSpec {
+            comm: self.comm,
+            pid: Some(self.pid),
+            steps: self.steps,
+            looping: false,
+            start,
+            pinned,
+        }
+    }
 }
 
 /// Builds the model from a trace's events (in time order). `name` names the workload.
 pub fn build(name: &str, events: &[Event], nr_cpus: u32) -> (Workload, TracedShape) {
-    let mut index: HashMap<i32, usize> = HashMap::new();
-    let mut tasks: Vec<Building> = Vec::new();
-    let mut curr: Vec<i32> = vec![0; nr_cpus.max(1) as usize];
-    let mut irq_depth: Vec<u32> = vec![0; nr_cpus.max(1) as usize];
-    // Until a CPU's first switch, who runs there is known only from what it does.
-    let mut switched: Vec<bool> = vec![false; nr_cpus.max(1) as usize];
-    // The Wake step a CPU's waker just added, for the probe that follows the waking.
-    let mut last_wake: Vec<Option<(usize, usize)>> = vec![None; nr_cpus.max(1) as usize];
-    let mut shape = TracedShape::default();
-    let mut first: Option<u64> = None;
+    let mut builder = Builder::new(nr_cpus);
+    for e in events {
+        builder.add(e);
+    }
+    builder.finish(name)
+}
 
-    // The task of a pid, added when first seen.
-    fn slot(
-        index: &mut HashMap<i32, usize>,
-        tasks: &mut Vec<Building>,
-        pid: i32,
-        comm: &dyn Fn() -> String,
-    ) -> usize {
-        *index.entry(pid).or_insert_with(|| {
-            tasks.push(Building {
+/// The model as it is built, one event at a time.
+struct Builder {
+    nr_cpus: u32,
+    index: HashMap<i32, usize>,
+    tasks: Vec<Building>,
+    slices: Slices,
+    /// Per CPU, until its first switch: the waker taken to have been running there since
+    /// the trace began (who runs there is known only from what it does).
+    guessed: Vec<Option<i32>>,
+    irq_depth: Vec<u32>,
+    /// The Wake step a CPU's waker just added, for the probe that follows the waking.
+    last_wake: Vec<Option<(usize, usize)>>,
+    shape: TracedShape,
+    first: Option<u64>,
+}
+
+impl Builder {
+    fn new(nr_cpus: u32) -> Builder {
+        let n = nr_cpus.max(1) as usize;
+        Builder {
+            nr_cpus,
+            index: HashMap::new(),
+            tasks: Vec::new(),
+            slices: Slices::default(),
+            guessed: vec![None; n],
+            irq_depth: vec![0; n],
+            last_wake: vec![None; n],
+            shape: TracedShape::default(),
+            first: None,
+        }
+    }
+
+    /// The task of a pid, added when first seen.
+    fn slot(&mut self, pid: i32, comm: impl FnOnce() -> String) -> usize {
+        *self.index.entry(pid).or_insert_with(|| {
+            self.tasks.push(Building {
                 pid,
                 comm: comm(),
                 ..Building::default()
             });
-            tasks.len() - 1
+            self.tasks.len() - 1
         })
     }
 
-    for e in events {
-        let now = e.ts;
-        let t0 = *first.get_or_insert(now);
-        shape.last_ns = now;
+    /// The task running on `cpu`: from its last switch, or before the first from its
+    /// wakings; 0 when not known.
+    fn running(&self, cpu: u32) -> i32 {
+        match self.slices.running(cpu) {
+            Some((pid, _)) => pid,
+            None => self.guessed[cpu as usize].unwrap_or(0),
+        }
+    }
+
+    fn add(&mut self, e: &Event) {
+        let t0 = *self.first.get_or_insert(e.ts);
+        self.shape.last_ns = e.ts;
         let cpu = e.cpu as usize;
-        if cpu >= curr.len() {
-            continue;
+        if cpu >= self.guessed.len() {
+            return;
         }
         match &e.kind {
-            EventKind::Switch {
-                prev_pid,
-                prev_comm,
-                prev_state,
-                next_pid,
-                next_comm,
-                ..
-            } => {
-                if curr[cpu] != *prev_pid && curr[cpu] != 0 {
-                    // A switch the kernel did not record (or a task guessed from its
-                    // wakings): when the task left the CPU is unknown, so its time there
-                    // is not counted.
-                    if let Some(&i) = index.get(&curr[cpu]) {
-                        tasks[i].on_cpu_since = None;
-                    }
-                }
-                if *prev_pid != 0 {
-                    let i = slot(&mut index, &mut tasks, *prev_pid, &|| {
-                        prev_comm.to_str_lossy().into()
-                    });
-                    let b = &mut tasks[i];
-                    let running = Start::Runnable {
-                        cpu: Some(cpu as u32),
-                    };
-                    if b.begin(running) {
-                        // Running when the trace began.
-                        b.on_cpu_since = Some(t0);
-                    }
-                    if let Some(since) = b.on_cpu_since.take() {
-                        b.ran += now.saturating_sub(since);
-                    }
-                    let preempted = *prev_state == 0 || *prev_state & PREEMPTED != 0;
-                    if preempted {
-                        cancel_early(&mut tasks, i, &mut shape);
-                    } else if !b.exited {
-                        b.flush_run(now);
-                        b.steps.push(Step::Count);
-                        if *prev_state & 0x30 != 0 {
-                            // EXIT_DEAD or EXIT_ZOMBIE: the task is gone.
-                            b.exited = true;
-                            cancel_early(&mut tasks, i, &mut shape);
-                        } else {
-                            match b.early.take() {
-                                // Its wakeup came first: a sleep its waker ends.
-                                Some(Early::Task { .. }) => b.steps.push(Step::Sleep),
-                                // An interrupt already ended it: no sleep to model.
-                                Some(Early::Timer) => {}
-                                None => {
-                                    b.steps.push(Step::Sleep);
-                                    b.asleep = Some((now, Some(b.steps.len() - 1)));
-                                }
-                            }
-                        }
-                    }
-                }
-                curr[cpu] = *next_pid;
-                switched[cpu] = true;
-                if *next_pid != 0 {
-                    let i = slot(&mut index, &mut tasks, *next_pid, &|| {
-                        next_comm.to_str_lossy().into()
-                    });
-                    let b = &mut tasks[i];
-                    b.begin(Start::At {
-                        at_ns: now - t0,
-                        cpu: cpu as u32,
-                    });
-                    b.on_cpu_since = Some(now);
-                    if let Some((since, Some(k))) = b.asleep.take() {
-                        // Running again without a recorded waking (lost, or not traced):
-                        // the sleep ends by itself.
-                        b.steps[k] = Step::SleepFor(now.saturating_sub(since).max(1));
-                    }
-                }
-            }
+            EventKind::Switch { .. } => self.on_switch(e, t0),
             EventKind::WakeupNew(w) => {
-                let i = slot(&mut index, &mut tasks, w.pid, &|| {
-                    w.comm.to_str_lossy().into()
-                });
-                tasks[i].begin(Start::At {
-                    at_ns: now - t0,
+                let i = self.slot(w.pid, || w.comm.to_str_lossy().into());
+                self.tasks[i].begin(Start::At {
+                    at_ns: e.ts - t0,
                     cpu: w.target_cpu.max(0) as u32,
                 });
             }
-            EventKind::Waking(w) => {
-                let i = slot(&mut index, &mut tasks, w.pid, &|| {
-                    w.comm.to_str_lossy().into()
-                });
-                let prev = (w.target_cpu.max(0) as u32).min(nr_cpus.max(1) - 1);
-                if tasks[i].begin(Start::Asleep { cpu: prev }) {
-                    // Asleep when the trace began.
-                    tasks[i].asleep = Some((t0, None));
-                }
-                let waker = e.common_pid;
-                let asleep = tasks[i].asleep.take();
-                // On its CPU still (blocking), not queued after a preemption.
-                let blocking =
-                    asleep.is_none() && tasks[i].on_cpu_since.is_some() && tasks[i].early.is_none();
-                if asleep.is_none() && !blocking {
-                    shape.ignored_wakings += 1;
-                    continue;
-                }
-                if !switched[cpu] && curr[cpu] == 0 && waker != 0 && waker != w.pid {
-                    // The waker has been running since before the trace began.
-                    let wi = slot(&mut index, &mut tasks, waker, &|| format!("pid {waker}"));
-                    let wb = &mut tasks[wi];
-                    let running = Start::Runnable {
-                        cpu: Some(cpu as u32),
-                    };
-                    if wb.begin(running) {
-                        wb.on_cpu_since = Some(t0);
-                    }
-                    curr[cpu] = waker;
-                }
-                let by_task = waker != 0
-                    && waker != w.pid
-                    && curr[cpu] == waker
-                    && irq_depth[cpu] == 0
-                    && index.contains_key(&waker);
-                if by_task {
-                    let wi = index[&waker];
-                    let wb = &mut tasks[wi];
-                    wb.flush_run(now);
-                    wb.steps.push(Step::Wake {
-                        task: i,
-                        sync: true,
-                    });
-                    let step = wb.steps.len() - 1;
-                    last_wake[cpu] = Some((wi, step));
-                    shape.task_wakeups += 1;
-                    if blocking {
-                        tasks[i].early = Some(Early::Task { waker: wi, step });
-                    }
-                } else if blocking {
-                    tasks[i].early = Some(Early::Timer);
-                    last_wake[cpu] = None;
-                    shape.timer_wakeups += 1;
-                } else {
-                    let (since, sleep_step) = asleep.expect("asleep or blocking");
-                    let ns = now.saturating_sub(since).max(1);
-                    match sleep_step {
-                        Some(k) => tasks[i].steps[k] = Step::SleepFor(ns),
-                        None => {
-                            tasks[i].start = Some(Start::At {
-                                at_ns: now - t0,
-                                cpu: prev,
-                            })
-                        }
-                    }
-                    last_wake[cpu] = None;
-                    shape.timer_wakeups += 1;
-                }
-            }
+            EventKind::Waking(w) => self.on_waking(e, w, t0),
             EventKind::SelectEnter { wake_flags, .. } => {
-                if let Some((wi, k)) = last_wake[cpu].take() {
-                    if let Step::Wake { task, .. } = tasks[wi].steps[k] {
-                        tasks[wi].steps[k] = Step::Wake {
+                if let Some((wi, k)) = self.last_wake[cpu].take() {
+                    if let Step::Wake { task, .. } = self.tasks[wi].steps[k] {
+                        self.tasks[wi].steps[k] = Step::Wake {
                             task,
                             sync: wake_flags & WF_SYNC != 0,
                         };
-                        shape.probed_sync += 1;
+                        self.shape.probed_sync += 1;
                     }
                 }
             }
-            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => irq_depth[cpu] += 1,
+            EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => self.irq_depth[cpu] += 1,
             EventKind::IrqExit { .. } | EventKind::SoftirqExit { .. } => {
-                irq_depth[cpu] = irq_depth[cpu].saturating_sub(1)
+                self.irq_depth[cpu] = self.irq_depth[cpu].saturating_sub(1)
             }
             _ => {}
         }
     }
-    // What ran up to the end of the trace is the task's last burst.
-    let end = shape.last_ns;
-    for i in 0..tasks.len() {
-        cancel_early(&mut tasks, i, &mut shape);
-    }
-    for b in &mut tasks {
-        b.flush_run(end);
-        if let Some((_, Some(k))) = b.asleep {
-            if k + 1 == b.steps.len() {
-                // Asleep at the end, woken by no one in the trace.
-                b.steps.pop();
+
+    /// A sched_switch: the task the CPU's last switch (or a guess) put on, if another
+    /// than the one leaving, loses its time there; the leaving task's burst ends as its
+    /// slice did; the next task runs.
+    fn on_switch(&mut self, e: &Event, t0: u64) {
+        let EventKind::Switch {
+            prev_pid,
+            prev_comm,
+            prev_state,
+            next_pid,
+            next_comm,
+            ..
+        } = &e.kind
+        else {
+            return;
+        };
+        let guess = self.guessed[e.cpu as usize].take();
+        let ends = self
+            .slices
+            .switch(e.cpu, e.ts, *prev_pid, *prev_state, *next_pid);
+        let replaced = match ends.unrecorded {
+            Some(s) => Some(s.pid),
+            None => guess.filter(|g| g != prev_pid),
+        };
+        if let Some(pid) = replaced.filter(|&p| p != 0) {
+            // A switch the kernel did not record (or a task guessed from its wakings):
+            // when the task left the CPU is unknown, so its time there is not counted.
+            if let Some(&i) = self.index.get(&pid) {
+                self.tasks[i].on_cpu_since = None;
+            }
+        }
+        if *prev_pid != 0 {
+            let i = self.slot(*prev_pid, || prev_comm.to_str_lossy().into());
+            self.switch_out(i, ends.prev.end, e, t0);
+        }
+        if *next_pid != 0 {
+            let i = self.slot(*next_pid, || next_comm.to_str_lossy().into());
+            let b = &mut self.tasks[i];
+            b.begin(Start::At {
+                at_ns: e.ts - t0,
+                cpu: e.cpu,
+            });
+            b.on_cpu_since = Some(e.ts);
+            if let Some((since, Some(k))) = b.asleep.take() {
+                // Running again without a recorded waking (lost, or not traced): the
+                // sleep ends by itself.
+                b.steps[k] = Step::SleepFor(e.ts.saturating_sub(since).max(1));
             }
         }
     }
-    shape.first_ns = first.unwrap_or(0);
-    shape.tasks = tasks.len();
-    let specs = tasks
-        .into_iter()
-        .map(|b| {
-            // Every task is begun where it is first seen.
-            let start = b.start.unwrap_or(Start::Asleep { cpu: 0 });
-            let pinned =
-                TaskState::comm_is_percpu_kthread(&b.comm).then(|| start.cpu().unwrap_or(0));
-            TaskSpec {
-                comm: b.comm,
-                pid: Some(b.pid),
-                steps: b.steps,
-                looping: false,
-                start,
-                pinned,
+
+    /// Task `i` leaves its CPU at switch `e`: a preemption continues its burst; a sleep
+    /// or an exit ends it.
+    fn switch_out(&mut self, i: usize, left: SliceEnd, e: &Event, t0: u64) {
+        let now = e.ts;
+        let b = &mut self.tasks[i];
+        if b.begin(Start::Runnable { cpu: Some(e.cpu) }) {
+            // Running when the trace began.
+            b.on_cpu_since = Some(t0);
+        }
+        if let Some(since) = b.on_cpu_since.take() {
+            b.ran += now.saturating_sub(since);
+        }
+        if left == SliceEnd::Preempted {
+            cancel_early(&mut self.tasks, i, &mut self.shape);
+            return;
+        }
+        if b.exited {
+            return;
+        }
+        b.flush_run(now);
+        b.steps.push(Step::Count);
+        if left == SliceEnd::Dead {
+            b.exited = true;
+            cancel_early(&mut self.tasks, i, &mut self.shape);
+            return;
+        }
+        match b.early.take() {
+            // Its wakeup came first: a sleep its waker ends.
+            Some(Early::Task { .. }) => b.steps.push(Step::Sleep),
+            // An interrupt already ended it: no sleep to model.
+            Some(Early::Timer) => {}
+            None => {
+                b.steps.push(Step::Sleep);
+                b.asleep = Some((now, Some(b.steps.len() - 1)));
             }
-        })
-        .collect();
-    (
-        Workload {
+        }
+    }
+
+    /// A sched_waking: a dependency on the waker when a task on this CPU woke it, else
+    /// a timed sleep; nothing when the wakee was not going to sleep.
+    fn on_waking(&mut self, e: &Event, w: &Wake, t0: u64) {
+        let (now, cpu) = (e.ts, e.cpu as usize);
+        let i = self.slot(w.pid, || w.comm.to_str_lossy().into());
+        let prev = (w.target_cpu.max(0) as u32).min(self.nr_cpus.max(1) - 1);
+        if self.tasks[i].begin(Start::Asleep { cpu: prev }) {
+            // Asleep when the trace began.
+            self.tasks[i].asleep = Some((t0, None));
+        }
+        let waker = e.common_pid;
+        let wakee = &mut self.tasks[i];
+        let asleep = wakee.asleep.take();
+        // On its CPU still (blocking), not queued after a preemption.
+        let blocking = asleep.is_none() && wakee.on_cpu_since.is_some() && wakee.early.is_none();
+        if asleep.is_none() && !blocking {
+            self.shape.ignored_wakings += 1;
+            return;
+        }
+        if waker != 0 && waker != w.pid {
+            self.guess_waker(e.cpu, waker, t0);
+        }
+        let by_task = waker != 0
+            && waker != w.pid
+            && self.running(e.cpu) == waker
+            && self.irq_depth[cpu] == 0
+            && self.index.contains_key(&waker);
+        if by_task {
+            let wi = self.index[&waker];
+            let wb = &mut self.tasks[wi];
+            wb.flush_run(now);
+            wb.steps.push(Step::Wake {
+                task: i,
+                sync: true,
+            });
+            let step = wb.steps.len() - 1;
+            self.last_wake[cpu] = Some((wi, step));
+            self.shape.task_wakeups += 1;
+            if blocking {
+                self.tasks[i].early = Some(Early::Task { waker: wi, step });
+            }
+            return;
+        }
+        self.last_wake[cpu] = None;
+        self.shape.timer_wakeups += 1;
+        if blocking {
+            self.tasks[i].early = Some(Early::Timer);
+            return;
+        }
+        let (since, sleep_step) = asleep.expect("asleep or blocking");
+        let ns = now.saturating_sub(since).max(1);
+        match sleep_step {
+            Some(k) => self.tasks[i].steps[k] = Step::SleepFor(ns),
+            None => {
+                self.tasks[i].start = Some(Start::At {
+                    at_ns: now - t0,
+                    cpu: prev,
+                })
+            }
+        }
+    }
+
+    /// A waking by `waker` on a CPU not yet switched, with nothing guessed there yet:
+    /// the waker has been running there since before the trace began.
+    fn guess_waker(&mut self, cpu: u32, waker: i32, t0: u64) {
+        if self.slices.switched(cpu) || self.guessed[cpu as usize].is_some() {
+            return;
+        }
+        let wi = self.slot(waker, || format!("pid {waker}"));
+        let wb = &mut self.tasks[wi];
+        if wb.begin(Start::Runnable { cpu: Some(cpu) }) {
+            wb.on_cpu_since = Some(t0);
+        }
+        self.guessed[cpu as usize] = Some(waker);
+    }
+
+    /// What ran up to the end of the trace is the task's last burst; a sleep no one in
+    /// the trace ended is dropped; every task becomes a spec.
+    fn finish(mut self, name: &str) -> (Workload, TracedShape) {
+        let end = self.shape.last_ns;
+        for i in 0..self.tasks.len() {
+            cancel_early(&mut self.tasks, i, &mut self.shape);
+        }
+        for b in &mut self.tasks {
+            b.flush_run(end);
+            if let Some((_, Some(k))) = b.asleep {
+                if k + 1 == b.steps.len() {
+                    // Asleep at the end, woken by no one in the trace.
+                    b.steps.pop();
+                }
+            }
+        }
+        self.shape.first_ns = self.first.unwrap_or(0);
+        self.shape.tasks = self.tasks.len();
+        let specs = self.tasks.into_iter().map(Building::into_spec).collect();
+        let workload = Workload {
             name: name.into(),
             unit: "run bursts",
             tasks: specs,
             wakes_counted: true,
-        },
-        shape,
-    )
+        };
+        (workload, self.shape)
+    }
 }
 
 #[cfg(test)]
