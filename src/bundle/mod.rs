@@ -3,6 +3,8 @@
 //! and renamed when complete, so an interrupted write never leaves a bundle behind.
 
 pub mod columns;
+mod decode;
+pub mod error;
 pub mod provenance;
 
 use std::collections::BTreeMap;
@@ -15,6 +17,7 @@ use crate::topology::Topology;
 use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceInfo, TraceError};
 
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
+pub use error::EventsError;
 pub use provenance::Provenance;
 
 /// The metadata file of a bundle directory.
@@ -211,6 +214,9 @@ pub enum BundleError {
     /// A trace reader failed, or meta.json does not parse.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// events.parquet could not be written or read.
+    #[error(transparent)]
+    Events(#[from] EventsError),
     /// A file or directory of the bundle could not be written, read or accepted.
     #[error("{}: {what}", path.display())]
     Bundle {
@@ -316,7 +322,7 @@ fn write_into(
     opts: &mut ImportOptions<'_>,
 ) -> Result<Meta, BundleError> {
     let events_path = dir.join(EVENTS_FILE);
-    let mut w = EventWriter::create(&events_path).map_err(|e| berr(&events_path, e))?;
+    let mut w = EventWriter::create(&events_path)?;
     let mut tally = Tally::default();
     let mut batch = Vec::with_capacity(BATCH_EVENTS);
     loop {
@@ -326,13 +332,13 @@ fn write_into(
         }
         for e in &batch {
             tally.add(e);
-            w.push(e).map_err(|m| berr(&events_path, m))?;
+            w.push(e)?;
         }
         if let Some(p) = opts.progress.as_mut() {
             p(tally.events);
         }
     }
-    w.finish().map_err(|m| berr(&events_path, m))?;
+    w.finish()?;
     let stats = source.stats();
     let meta = build_meta(source.info(), &stats, tally, opts);
     let meta_path = dir.join(META_FILE);
@@ -413,9 +419,8 @@ pub struct Bundle {
     /// Its meta.json, upgraded to the current schema.
     pub meta: Meta,
     info: SourceInfo,
+    /// Checked as read: rows in time order, on the bundle's CPUs.
     events: EventReader,
-    /// The last event's time: rows must not go back in time.
-    last_ts: u64,
 }
 
 /// Whether `path` is a directory holding a meta.json.
@@ -476,7 +481,7 @@ impl Bundle {
     pub fn open(dir: &Path) -> Result<Bundle, BundleError> {
         let meta = read_meta(dir)?;
         let p = dir.join(EVENTS_FILE);
-        let events = EventReader::open(&p).map_err(|m| berr(&p, m))?;
+        let events = EventReader::open(&p)?.checked(meta.nr_cpus);
         let info = SourceInfo {
             format: format!("bundle of {}", meta.source.format),
             nr_cpus: Some(meta.nr_cpus),
@@ -490,7 +495,6 @@ impl Bundle {
             meta,
             info,
             events,
-            last_ts: 0,
         })
     }
 }
@@ -501,36 +505,11 @@ impl EventSource for Bundle {
     }
 
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        // Rows are checked as read: every consumer relies on time order and on the CPU
-        // count, and a bundle edited outside sisreplay may break either.
-        let row = self.events.row();
-        let bad = |what: String| {
-            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(row), what)
-        };
-        let e = self.events.next_event().map_err(|m| {
-            TraceError::malformed(
-                self.dir.join(EVENTS_FILE),
-                Position::Row(self.events.row()),
-                m,
-            )
-        })?;
-        if let Some(e) = &e {
-            if e.cpu >= self.meta.nr_cpus {
-                return Err(bad(format!(
-                    "event on CPU {}, but meta.json says the trace has {} CPUs",
-                    e.cpu, self.meta.nr_cpus
-                )));
-            }
-            if e.ts < self.last_ts {
-                return Err(bad(format!(
-                    "ts_ns {} is before the previous row's {}: rows must be in time order \
-                     (sort by ts_ns, stably, before writing a bundle)",
-                    e.ts, self.last_ts
-                )));
-            }
-            self.last_ts = e.ts;
-        }
-        Ok(e)
+        Ok(self.events.next_event()?)
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> crate::trace::Result<usize> {
+        Ok(self.events.next_batch(out, max)?)
     }
 
     fn stats(&self) -> ReadStats {
