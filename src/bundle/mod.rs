@@ -112,6 +112,8 @@ impl Meta {
     }
 }
 
+type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// Collects what meta.json records about the events while they stream past.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -126,8 +128,11 @@ pub struct Tally {
     /// The highest CPU an event was recorded on.
     pub max_cpu: Option<u32>,
     by_type: [u64; crate::trace::EventType::ALL.len()],
+    /// pid → the comm `tasks` holds for it, as the event had it: most events repeat a
+    /// task's name, and comparing 16 bytes costs less than finding and comparing text.
+    named: FastMap<i32, crate::trace::Comm>,
     /// Per CPU: the task the last sched_switch switched to.
-    last_next: BTreeMap<u32, i32>,
+    last_next: FastMap<u32, i32>,
     /// Per CPU: switches whose prev_pid is not the previous switch's next_pid.
     pub switch_gaps: BTreeMap<u32, u64>,
 }
@@ -142,7 +147,7 @@ impl Tally {
         self.max_cpu = Some(self.max_cpu.map_or(e.cpu, |m| m.max(e.cpu)));
         self.by_type[e.kind.event_type().index()] += 1;
         let mut name = |pid: i32, c: &crate::trace::Comm| {
-            if pid != 0 {
+            if pid != 0 && self.named.insert(pid, *c) != Some(*c) {
                 let s = c.to_str_lossy();
                 match self.tasks.get_mut(&pid) {
                     Some(old) if old.as_str() == s => {}
