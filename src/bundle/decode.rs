@@ -44,9 +44,9 @@ impl<T: ArrowPrimitiveType> Numbers<T> {
     }
 
     #[inline]
-    fn get(&self, i: usize) -> Result<T::Native, Problem> {
+    fn get(&self, i: usize) -> Result<T::Native, Fault> {
         if self.array.is_null(i) {
-            return Err(Problem::Null(self.name));
+            return Err(Fault::Null(self.name));
         }
         Ok(self.array.values()[i])
     }
@@ -130,8 +130,8 @@ impl<T> Strings<T> {
     }
 
     #[inline]
-    fn value(&self, i: usize) -> Result<&T, Problem> {
-        self.get(i).ok_or(Problem::Null(self.name))
+    fn value(&self, i: usize) -> Result<&T, Fault> {
+        self.get(i).ok_or(Fault::Null(self.name))
     }
 }
 
@@ -177,6 +177,16 @@ fn column<'b>(
     }
 }
 
+/// What is wrong with a row, small enough to pass back from every field read cheaply;
+/// [`Columns::problem`] makes it a [`Problem`].
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Null(&'static str),
+    UnknownEvent,
+    CpuBeyond { cpu: u32, nr_cpus: u32 },
+    BackInTime { ts: u64, previous: u64 },
+}
+
 /// What rows must satisfy beyond being events.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct RowChecks {
@@ -189,10 +199,10 @@ pub(super) struct RowChecks {
 
 impl RowChecks {
     #[inline]
-    fn check(&mut self, e: &Event) -> Result<(), Problem> {
+    fn check(&mut self, e: &Event) -> Result<(), Fault> {
         if let Some(n) = self.nr_cpus {
             if e.cpu >= n {
-                return Err(Problem::CpuBeyond {
+                return Err(Fault::CpuBeyond {
                     cpu: e.cpu,
                     nr_cpus: n,
                 });
@@ -200,7 +210,7 @@ impl RowChecks {
         }
         if self.time_order {
             if e.ts < self.last_ts {
-                return Err(Problem::BackInTime {
+                return Err(Fault::BackInTime {
                     ts: e.ts,
                     previous: self.last_ts,
                 });
@@ -303,8 +313,10 @@ impl Columns {
     ) -> Result<(), (usize, Problem)> {
         out.reserve(to - from);
         for i in from..to {
-            let e = self.event(i).map_err(|p| (i, p))?;
-            checks.check(&e).map_err(|p| (i, p))?;
+            let e = self
+                .event(i)
+                .and_then(|e| checks.check(&e).map(|()| e))
+                .map_err(|f| (i, self.problem(i, f)))?;
             out.push(e);
         }
         Ok(())
@@ -312,20 +324,33 @@ impl Columns {
 
     /// Row i's event, checked.
     pub fn decode_one(&self, i: usize, checks: &mut RowChecks) -> Result<Event, Problem> {
-        let e = self.event(i)?;
-        checks.check(&e)?;
-        Ok(e)
+        self.event(i)
+            .and_then(|e| checks.check(&e).map(|()| e))
+            .map_err(|f| self.problem(i, f))
+    }
+
+    /// What is wrong with row i, in full.
+    fn problem(&self, i: usize, fault: Fault) -> Problem {
+        match fault {
+            Fault::Null(name) => Problem::Null(name),
+            Fault::UnknownEvent => match self.event.get(i) {
+                Some(Err(name)) => Problem::UnknownEvent(name.clone()),
+                _ => unreachable!("only an unknown name is an unknown event"),
+            },
+            Fault::CpuBeyond { cpu, nr_cpus } => Problem::CpuBeyond { cpu, nr_cpus },
+            Fault::BackInTime { ts, previous } => Problem::BackInTime { ts, previous },
+        }
     }
 
     /// Row i's event. Fields are checked in the order the event names them, the common
     /// fields last.
     #[inline]
-    fn event(&self, i: usize) -> Result<Event, Problem> {
+    fn event(&self, i: usize) -> Result<Event, Fault> {
         let t = match self.event.value(i)? {
             Ok(t) => *t,
-            Err(name) => return Err(Problem::UnknownEvent(name.clone())),
+            Err(_) => return Err(Fault::UnknownEvent),
         };
-        let wake = || -> Result<Wake, Problem> {
+        let wake = || -> Result<Wake, Fault> {
             Ok(Wake {
                 comm: *self.comm.value(i)?,
                 pid: self.pid.get(i)?,
