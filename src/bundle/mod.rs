@@ -6,6 +6,7 @@ pub mod columns;
 mod decode;
 pub mod error;
 pub mod provenance;
+mod read_ahead;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,6 +20,7 @@ use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceIn
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
 pub use error::EventsError;
 pub use provenance::Provenance;
+use read_ahead::ReadAhead;
 
 /// The metadata file of a bundle directory.
 pub const META_FILE: &str = "meta.json";
@@ -424,8 +426,10 @@ pub struct Bundle {
     /// Its meta.json, upgraded to the current schema.
     pub meta: Meta,
     info: SourceInfo,
-    /// Checked as read: rows in time order, on the bundle's CPUs.
-    events: EventReader,
+    /// Checked as read: rows in time order, on the bundle's CPUs. Taken by `ahead` when
+    /// the first events are asked for.
+    events: Option<EventReader>,
+    ahead: Option<ReadAhead>,
 }
 
 /// Whether `path` is a directory holding a meta.json.
@@ -499,8 +503,16 @@ impl Bundle {
             dir: dir.into(),
             meta,
             info,
-            events,
+            events: Some(events),
+            ahead: None,
         })
+    }
+
+    /// The events, read on a thread of their own from the first asked for.
+    fn ahead(&mut self) -> &mut ReadAhead {
+        let events = &mut self.events;
+        self.ahead
+            .get_or_insert_with(|| ReadAhead::start(events.take().expect("a reader")))
     }
 }
 
@@ -510,11 +522,11 @@ impl EventSource for Bundle {
     }
 
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        Ok(self.events.next_event()?)
+        Ok(self.ahead().next_event()?)
     }
 
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> crate::trace::Result<usize> {
-        Ok(self.events.next_batch(out, max)?)
+        Ok(self.ahead().next_batch(out, max)?)
     }
 
     fn stats(&self) -> ReadStats {
