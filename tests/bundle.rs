@@ -366,6 +366,76 @@ fn large_view_and_dictionary_string_columns_are_read() {
     assert!(err.contains("row 0"), "{err}");
 }
 
+/// A column sisreplay does not know, of a type it could not read, is left unread; the
+/// events, and an error at a bad row after a batch of good ones, come out as before.
+#[test]
+fn unknown_columns_are_not_read_and_errors_keep_their_row() {
+    use arrow_array::{ArrayRef, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let (src, _) = import(&sample("hackbench-tracefs.txt"), dir.path());
+    let want = bundle_events(&src);
+    let f = std::fs::File::open(src.join("events.parquet")).unwrap();
+    let batches: Vec<RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+    let out = dir.path().join("extra");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::copy(src.join("meta.json"), out.join("meta.json")).unwrap();
+    let mut fields: Vec<Field> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let item = Arc::new(Field::new("item", DataType::Int64, true));
+    fields.push(Field::new("note", DataType::List(item), true));
+    let schema = Arc::new(Schema::new(fields));
+    let file = std::fs::File::create(out.join("events.parquet")).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+    for b in &batches {
+        let mut cols = b.columns().to_vec();
+        let note: arrow_array::ListArray =
+            arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Int64Type, _, _>(
+                (0..b.num_rows()).map(|i| Some(vec![Some(i as i64)])),
+            );
+        cols.push(Arc::new(note) as ArrayRef);
+        w.write(&RecordBatch::try_new(schema.clone(), cols).unwrap())
+            .unwrap();
+    }
+    w.close().unwrap();
+    assert_eq!(bundle_events(&out), want);
+    // Row 5000 on a CPU the bundle does not have: the 5000 events before it come first.
+    let mut bad = want.clone();
+    bad[5000].cpu = 7;
+    let p = out.join("events.parquet");
+    let mut w = bundle::EventWriter::create(&p).unwrap();
+    for e in &bad {
+        w.push(e).unwrap();
+    }
+    w.finish().unwrap();
+    use sisreplay::trace::EventSource;
+    let mut b = Bundle::open(&out).unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match b.next_batch(&mut got, 4096) {
+            Ok(0) => panic!("no error"),
+            Ok(_) => {}
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert_eq!(got.len(), 5000);
+    assert!(
+        err.contains("events.parquet: row 5000: event on CPU 7"),
+        "{err}"
+    );
+}
+
 /// Schema-1 bundles (an untyped `capture` object) are still read: the committed rig
 /// captures come back as typed capture records with their sched features, and a
 /// simulated bundle's `{"synth": ...}` as a synth record; a bundle written now is schema

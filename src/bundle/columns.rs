@@ -3,31 +3,33 @@
 //! Readable by Python polars, DuckDB or pyarrow with no sisreplay code.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{
     BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::cast::AsArray;
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
-    UInt64Array,
-};
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 
-use crate::trace::{Comm, Event, EventKind, EventType, Wake};
+use super::decode::{Columns, RowChecks, Unread};
+use super::error::{EventsError, Problem};
+use crate::trace::{Comm, Event, EventKind, Wake};
 
 /// The Parquet file of a bundle's events.
 pub const EVENTS_FILE: &str = "events.parquet";
 const BATCH: usize = 64 * 1024;
 
 /// Column names, types and nullability, in file order. The README documents the same list.
-const COLUMNS: [(&str, DataType, bool); 28] = [
+pub(super) const COLUMNS: [(&str, DataType, bool); 28] = [
     ("ts_ns", DataType::UInt64, false),
     ("cpu", DataType::UInt32, false),
     ("event", DataType::Utf8, false),
@@ -258,6 +260,7 @@ impl Builders {
 
 /// Streams events into a Parquet file, a batch at a time.
 pub struct EventWriter {
+    path: PathBuf,
     writer: ArrowWriter<File>,
     builders: Builders,
     pending: usize,
@@ -266,16 +269,17 @@ pub struct EventWriter {
 
 impl EventWriter {
     /// Creates `path` for writing, zstd-compressed, in row groups of up to 2^20 events.
-    pub fn create(path: &Path) -> Result<EventWriter, String> {
-        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn create(path: &Path) -> Result<EventWriter, EventsError> {
+        let file = File::create(path).map_err(|e| EventsError::file(path, e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
             .set_max_row_group_row_count(Some(1 << 20))
             .build();
         let schema = schema();
         let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| EventsError::file(path, e))?;
         Ok(EventWriter {
+            path: path.into(),
             writer,
             builders: Builders::default(),
             pending: 0,
@@ -284,7 +288,7 @@ impl EventWriter {
     }
 
     /// Appends one event; full batches of 65536 go to the file.
-    pub fn push(&mut self, e: &Event) -> Result<(), String> {
+    pub fn push(&mut self, e: &Event) -> Result<(), EventsError> {
         self.builders.push(e);
         self.pending += 1;
         if self.pending == BATCH {
@@ -293,87 +297,129 @@ impl EventWriter {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), EventsError> {
         if self.pending == 0 {
             return Ok(());
         }
         let batch = RecordBatch::try_new(self.schema.clone(), self.builders.finish())
-            .map_err(|e| e.to_string())?;
-        self.writer.write(&batch).map_err(|e| e.to_string())?;
+            .map_err(|e| EventsError::file(&self.path, e))?;
+        self.writer
+            .write(&batch)
+            .map_err(|e| EventsError::file(&self.path, e))?;
         self.pending = 0;
         Ok(())
     }
 
     /// Writes what is pending and the footer, and syncs the file to disk.
-    pub fn finish(mut self) -> Result<(), String> {
+    pub fn finish(mut self) -> Result<(), EventsError> {
         self.flush()?;
         // into_inner writes the footer and flushes.
-        let file = self.writer.into_inner().map_err(|e| e.to_string())?;
-        file.sync_all().map_err(|e| e.to_string())
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|e| EventsError::file(&self.path, e))?;
+        file.sync_all()
+            .map_err(|e| EventsError::file(&self.path, e))
     }
 }
 
-/// Reads a bundle's events back, in file order (which is time order).
+/// Rows the Parquet reader decodes at a time: a batch's columns (some 60 bytes a row)
+/// stay in cache while its events are built from them.
+const READ_BATCH: usize = 16 * 1024;
+
+/// Reads a bundle's events back, in file order (which is time order), a record batch at
+/// a time.
 pub struct EventReader {
+    path: PathBuf,
     batches: ParquetRecordBatchReader,
-    /// The current batch's columns in schema() order, looked up by name once per batch
-    /// (a lookup per field and row cost more than decoding).
-    columns: Vec<ArrayRef>,
-    rows: usize,
+    /// The current batch's columns.
+    columns: Option<Columns>,
+    /// Rows of the current batch handed out.
     row: usize,
     /// Rows in the batches before the current one.
     base: u64,
-    /// Set when the Parquet reader panicked.
+    checks: RowChecks,
+    /// Columns not read, all null.
+    unread: Unread,
+    /// Why the Parquet reader panicked, once it has: it is in no state to go on.
     failed: Option<String>,
 }
 
-/// A string column as the writer makes it (Utf8), from the other string forms Arrow
-/// writers use: polars writes string views or large strings, and dictionary-encoded
-/// (categorical) columns. None for anything else.
-fn as_utf8(a: &ArrayRef) -> Option<ArrayRef> {
-    Some(match a.data_type() {
-        DataType::Utf8 => a.clone(),
-        DataType::LargeUtf8 => Arc::new(a.as_string::<i64>().iter().collect::<StringArray>()),
-        DataType::Utf8View => Arc::new(a.as_string_view().iter().collect::<StringArray>()),
-        DataType::Dictionary(_, _) => {
-            let d = a.as_any_dictionary();
-            let values = as_utf8(d.values())?;
-            let values = values.as_string::<i32>();
-            let keys = d.normalized_keys();
-            let out: StringArray = (0..a.len())
-                .map(|i| {
-                    let k = keys[i];
-                    (a.is_valid(i) && k < values.len() && values.is_valid(k))
-                        .then(|| values.value(k))
-                })
-                .collect();
-            Arc::new(out)
-        }
-        _ => return None,
-    })
+/// A string column's type as the writer makes it or another Arrow writer might (polars
+/// writes string views or large strings, and categoricals as dictionaries).
+fn is_string(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
 }
 
-/// Column `i` of a batch as schema() has it: the same type, or a string column in
-/// another string form.
-fn conform(name: &str, want: &DataType, a: &ArrayRef) -> Result<ArrayRef, String> {
-    if a.data_type() == want {
-        return Ok(a.clone());
-    }
-    let converted = match want {
-        DataType::Utf8 => as_utf8(a),
-        _ => None,
+/// The Parquet reader over the columns sisreplay reads (a file may carry more) less
+/// those the file's statistics say hold only nulls (the columns of event types the trace
+/// does not have), string columns kept as dictionaries so that each distinct name is
+/// decoded once a batch. Also which columns are left unread as all null.
+fn record_batches(file: File) -> Result<(ParquetRecordBatchReader, Unread), ParquetError> {
+    let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
+    let ours = |f: &Field| {
+        COLUMNS
+            .iter()
+            .find(|c| c.0 == f.name())
+            .map(|c| c.1.clone())
     };
-    converted.ok_or_else(|| {
-        format!(
-            "column {name} has type {}, expected {want}{}",
-            a.data_type(),
-            if *want == DataType::Utf8 {
-                " (or a large, view or dictionary string)"
-            } else {
-                ""
-            }
-        )
-    })
+    let dictionaries = Schema::new(
+        meta.schema()
+            .fields()
+            .iter()
+            .map(|f| match ours(f) {
+                Some(DataType::Utf8) if is_string(f.data_type()) => {
+                    Arc::new(f.as_ref().clone().with_data_type(DataType::Dictionary(
+                        Box::new(DataType::Int32),
+                        Box::new(DataType::Utf8),
+                    )))
+                }
+                _ => f.clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    // Where the file does not take the hint it is read as it is: the decoder takes every
+    // string form.
+    let meta = ArrowReaderMetadata::try_new(
+        meta.metadata().clone(),
+        ArrowReaderOptions::new().with_schema(Arc::new(dictionaries)),
+    )
+    .unwrap_or(meta);
+    let mut unread = [false; COLUMNS.len()];
+    let mut read = Vec::new();
+    for (i, f) in meta.schema().fields().iter().enumerate() {
+        let Some(c) = COLUMNS.iter().position(|c| c.0 == f.name()) else {
+            continue;
+        };
+        // A column of the wrong type is read, to be named in the error.
+        let typed = match &COLUMNS[c].1 {
+            DataType::Utf8 => is_string(f.data_type()),
+            t => f.data_type() == t,
+        };
+        // Fields are the file's root columns, flat, one leaf each.
+        let all_null = meta.parquet_schema().num_columns() == meta.schema().fields().len()
+            && meta.metadata().row_groups().iter().all(|g| {
+                g.column(i)
+                    .statistics()
+                    .and_then(|s| s.null_count_opt())
+                    .is_some_and(|n| n == g.num_rows() as u64)
+            });
+        if typed && all_null {
+            unread[c] = true;
+        } else {
+            read.push(i);
+        }
+    }
+    let projection = ProjectionMask::roots(meta.parquet_schema(), read);
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+        .with_projection(projection)
+        .with_batch_size(READ_BATCH)
+        .build()?;
+    Ok((reader, unread))
 }
 
 thread_local! {
@@ -386,6 +432,7 @@ thread_local! {
 /// panic on some damaged files (an `offset + len out of bounds` assertion on a corrupt
 /// definition-level run, found by the `bundle` fuzz target: tests/fixtures) instead of
 /// returning an error; a damaged bundle must give one line and exit 2 like any bad input.
+/// The error is the panic's message.
 fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
@@ -400,72 +447,70 @@ fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     CONTAINED.with(|c| c.set(false));
     r.map_err(|p| {
-        let why = p
-            .downcast_ref::<&str>()
+        p.downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into());
-        format!("the Parquet reader failed on damaged data ({why})")
+            .unwrap_or_else(|| "no message".into())
     })
 }
 
-/// Column `i` of a batch laid out in schema() order, as its type.
-fn col<T: 'static>(columns: &[ArrayRef], i: usize) -> Result<&T, String> {
-    columns[i]
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {} has an unexpected type", COLUMNS[i].0))
-}
-
 // Each column's place in schema() (a test holds them to it).
-const C_TS_NS: usize = 0;
-const C_CPU: usize = 1;
-const C_EVENT: usize = 2;
-const C_COMMON_PID: usize = 3;
-const C_COMM: usize = 4;
-const C_PID: usize = 5;
-const C_PRIO: usize = 6;
-const C_TARGET_CPU: usize = 7;
-const C_PREV_COMM: usize = 8;
-const C_PREV_PID: usize = 9;
-const C_PREV_PRIO: usize = 10;
-const C_PREV_STATE: usize = 11;
-const C_NEXT_COMM: usize = 12;
-const C_NEXT_PID: usize = 13;
-const C_NEXT_PRIO: usize = 14;
-const C_ORIG_CPU: usize = 15;
-const C_DEST_CPU: usize = 16;
-const C_PARENT_COMM: usize = 17;
-const C_PARENT_PID: usize = 18;
-const C_CHILD_COMM: usize = 19;
-const C_CHILD_PID: usize = 20;
-const C_GROUP_DEAD: usize = 21;
-const C_IRQ: usize = 22;
-const C_NAME: usize = 23;
-const C_RET: usize = 24;
-const C_VEC: usize = 25;
-const C_PREV_CPU: usize = 26;
-const C_WAKE_FLAGS: usize = 27;
+pub(super) const C_TS_NS: usize = 0;
+pub(super) const C_CPU: usize = 1;
+pub(super) const C_EVENT: usize = 2;
+pub(super) const C_COMMON_PID: usize = 3;
+pub(super) const C_COMM: usize = 4;
+pub(super) const C_PID: usize = 5;
+pub(super) const C_PRIO: usize = 6;
+pub(super) const C_TARGET_CPU: usize = 7;
+pub(super) const C_PREV_COMM: usize = 8;
+pub(super) const C_PREV_PID: usize = 9;
+pub(super) const C_PREV_PRIO: usize = 10;
+pub(super) const C_PREV_STATE: usize = 11;
+pub(super) const C_NEXT_COMM: usize = 12;
+pub(super) const C_NEXT_PID: usize = 13;
+pub(super) const C_NEXT_PRIO: usize = 14;
+pub(super) const C_ORIG_CPU: usize = 15;
+pub(super) const C_DEST_CPU: usize = 16;
+pub(super) const C_PARENT_COMM: usize = 17;
+pub(super) const C_PARENT_PID: usize = 18;
+pub(super) const C_CHILD_COMM: usize = 19;
+pub(super) const C_CHILD_PID: usize = 20;
+pub(super) const C_GROUP_DEAD: usize = 21;
+pub(super) const C_IRQ: usize = 22;
+pub(super) const C_NAME: usize = 23;
+pub(super) const C_RET: usize = 24;
+pub(super) const C_VEC: usize = 25;
+pub(super) const C_PREV_CPU: usize = 26;
+pub(super) const C_WAKE_FLAGS: usize = 27;
 
 impl EventReader {
     /// Opens `path` and reads its Parquet footer; a damaged file is an error, here or at
     /// the row it breaks, never a panic.
-    pub fn open(path: &Path) -> Result<EventReader, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let batches = contained(|| {
-            ParquetRecordBatchReaderBuilder::try_new(file)
-                .and_then(|b| b.with_batch_size(BATCH).build())
-        })
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn open(path: &Path) -> Result<EventReader, EventsError> {
+        let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
+        let (batches, unread) = contained(|| record_batches(file))
+            .map_err(|why| EventsError::file(path, Problem::ReaderPanicked(why)))?
+            .map_err(|e| EventsError::file(path, e))?;
         Ok(EventReader {
+            path: path.into(),
             batches,
-            columns: Vec::new(),
-            rows: 0,
+            columns: None,
             row: 0,
             base: 0,
+            checks: RowChecks::default(),
+            unread,
             failed: None,
         })
+    }
+
+    /// Makes rows on CPU `nr_cpus` or beyond, and rows earlier than the row before them,
+    /// errors: every consumer relies on time order and on the CPU count, and a file
+    /// edited outside sisreplay may break either.
+    pub fn checked(mut self, nr_cpus: u32) -> EventReader {
+        self.checks.nr_cpus = Some(nr_cpus);
+        self.checks.time_order = true;
+        self
     }
 
     /// The row the next event comes from, counting from 0 over the whole file.
@@ -473,142 +518,78 @@ impl EventReader {
         self.base + self.row as u64
     }
 
-    /// The event of the next row, or None after the last.
-    pub fn next_event(&mut self) -> Result<Option<Event>, String> {
-        loop {
-            if self.row < self.rows {
-                // Errors are about row(), which the caller names.
-                let e = row_event(&self.columns, self.row)?;
-                self.row += 1;
-                return Ok(Some(e));
-            }
-            if let Some(e) = &self.failed {
-                return Err(e.clone());
-            }
-            let next = contained(|| self.batches.next()).inspect_err(|e| {
-                // A reader that panicked is in no state to go on.
-                self.failed = Some(e.clone());
-            })?;
-            match next {
-                None => return Ok(None),
-                Some(b) => {
-                    let b = b.map_err(|e| e.to_string())?;
-                    self.columns = COLUMNS
-                        .iter()
-                        .map(|(n, t, _)| {
-                            b.column_by_name(n)
-                                .ok_or_else(|| format!("column {n} missing"))
-                                .and_then(|c| conform(n, t, c))
-                        })
-                        .collect::<Result<_, _>>()?;
-                    self.base += self.rows as u64;
-                    self.rows = b.num_rows();
-                    self.row = 0;
-                }
-            }
+    fn at_row(&self, row: u64, problem: impl Into<Problem>) -> EventsError {
+        EventsError::Row {
+            path: self.path.clone(),
+            row,
+            problem: problem.into(),
         }
     }
-}
 
-fn row_event(b: &[ArrayRef], i: usize) -> Result<Event, String> {
-    let s = |n: usize| -> Result<&str, String> {
-        let a = col::<StringArray>(b, n)?;
-        if a.is_null(i) {
-            return Err(format!("{} is null", COLUMNS[n].0));
+    /// Makes sure the current batch has rows left, reading the next one if not; false at
+    /// the end of the file.
+    fn fill(&mut self) -> Result<bool, EventsError> {
+        loop {
+            if self.columns.as_ref().is_some_and(|c| self.row < c.rows()) {
+                return Ok(true);
+            }
+            if let Some(why) = &self.failed {
+                return Err(self.at_row(self.row(), Problem::ReaderPanicked(why.clone())));
+            }
+            let next = match contained(|| self.batches.next()) {
+                Ok(next) => next,
+                Err(why) => {
+                    self.failed = Some(why.clone());
+                    return Err(self.at_row(self.row(), Problem::ReaderPanicked(why)));
+                }
+            };
+            let Some(batch) = next else {
+                return Ok(false);
+            };
+            // Errors here are about the batch's first row.
+            let batch = batch.map_err(|e| self.at_row(self.row(), e))?;
+            let columns =
+                Columns::of(&batch, &self.unread).map_err(|p| self.at_row(self.row(), p))?;
+            self.base = self.row();
+            self.columns = Some(columns);
+            self.row = 0;
         }
-        Ok(a.value(i))
-    };
-    let i32c = |n: usize| -> Result<i32, String> {
-        let a = col::<Int32Array>(b, n)?;
-        if a.is_null(i) {
-            return Err(format!("{} is null", COLUMNS[n].0));
-        }
-        Ok(a.value(i))
-    };
-    // The other columns' values, null checked.
-    fn val<T: 'static + Array>(b: &[ArrayRef], n: usize, i: usize) -> Result<&T, String> {
-        let a = col::<T>(b, n)?;
-        if a.is_null(i) {
-            return Err(format!("{} is null", COLUMNS[n].0));
-        }
-        Ok(a)
     }
-    let comm = |n: usize| -> Result<Comm, String> { Ok(Comm::from_bytes(s(n)?.as_bytes())) };
-    let event = s(C_EVENT)?;
-    let t = EventType::from_name(event).ok_or_else(|| format!("unknown event {event}"))?;
-    let wake = || -> Result<Wake, String> {
-        Ok(Wake {
-            comm: comm(C_COMM)?,
-            pid: i32c(C_PID)?,
-            prio: i32c(C_PRIO)?,
-            target_cpu: i32c(C_TARGET_CPU)?,
-        })
-    };
-    let kind = match t {
-        EventType::SchedSwitch => EventKind::Switch {
-            prev_comm: comm(C_PREV_COMM)?,
-            prev_pid: i32c(C_PREV_PID)?,
-            prev_prio: i32c(C_PREV_PRIO)?,
-            prev_state: val::<Int64Array>(b, C_PREV_STATE, i)?.value(i),
-            next_comm: comm(C_NEXT_COMM)?,
-            next_pid: i32c(C_NEXT_PID)?,
-            next_prio: i32c(C_NEXT_PRIO)?,
-        },
-        EventType::SchedWaking => EventKind::Waking(wake()?),
-        EventType::SchedWakeup => EventKind::Wakeup(wake()?),
-        EventType::SchedWakeupNew => EventKind::WakeupNew(wake()?),
-        EventType::SchedMigrateTask => EventKind::Migrate {
-            comm: comm(C_COMM)?,
-            pid: i32c(C_PID)?,
-            prio: i32c(C_PRIO)?,
-            orig_cpu: i32c(C_ORIG_CPU)?,
-            dest_cpu: i32c(C_DEST_CPU)?,
-        },
-        EventType::SchedProcessFork => EventKind::Fork {
-            parent_comm: comm(C_PARENT_COMM)?,
-            parent_pid: i32c(C_PARENT_PID)?,
-            child_comm: comm(C_CHILD_COMM)?,
-            child_pid: i32c(C_CHILD_PID)?,
-        },
-        EventType::SchedProcessExit => {
-            let g = col::<BooleanArray>(b, C_GROUP_DEAD)?;
-            EventKind::Exit {
-                comm: comm(C_COMM)?,
-                pid: i32c(C_PID)?,
-                prio: i32c(C_PRIO)?,
-                group_dead: (!g.is_null(i)).then(|| g.value(i)),
+
+    /// Appends up to `max` events to `out` and returns how many; 0 at the end. A bad row
+    /// ends a batch early; the next call gives its error.
+    pub fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize, EventsError> {
+        let mut n = 0;
+        while n < max && self.fill()? {
+            let columns = self.columns.as_ref().expect("filled");
+            let to = columns.rows().min(self.row + (max - n));
+            let before = out.len();
+            let decoded = columns.decode(self.row, to, &mut self.checks, out);
+            let k = out.len() - before;
+            self.row += k;
+            n += k;
+            if let Err((i, problem)) = decoded {
+                if n > 0 {
+                    break;
+                }
+                return Err(self.at_row(self.base + i as u64, problem));
             }
         }
-        EventType::IrqHandlerEntry => EventKind::IrqEntry {
-            irq: i32c(C_IRQ)?,
-            name: s(C_NAME)?.into(),
-        },
-        EventType::IrqHandlerExit => EventKind::IrqExit {
-            irq: i32c(C_IRQ)?,
-            ret: i32c(C_RET)?,
-        },
-        EventType::SoftirqEntry | EventType::SoftirqExit => {
-            let vec = val::<UInt32Array>(b, C_VEC, i)?.value(i);
-            if t == EventType::SoftirqEntry {
-                EventKind::SoftirqEntry { vec }
-            } else {
-                EventKind::SoftirqExit { vec }
-            }
+        Ok(n)
+    }
+
+    /// The event of the next row, or None after the last.
+    pub fn next_event(&mut self) -> Result<Option<Event>, EventsError> {
+        if !self.fill()? {
+            return Ok(None);
         }
-        EventType::SelectEnter => EventKind::SelectEnter {
-            prev_cpu: i32c(C_PREV_CPU)?,
-            wake_flags: val::<UInt32Array>(b, C_WAKE_FLAGS, i)?.value(i),
-        },
-        EventType::SelectExit => EventKind::SelectExit {
-            cpu: i32c(C_TARGET_CPU)?,
-        },
-    };
-    Ok(Event {
-        ts: val::<UInt64Array>(b, C_TS_NS, i)?.value(i),
-        cpu: val::<UInt32Array>(b, C_CPU, i)?.value(i),
-        common_pid: i32c(C_COMMON_PID)?,
-        kind,
-    })
+        let columns = self.columns.as_ref().expect("filled");
+        let e = columns
+            .decode_one(self.row, &mut self.checks)
+            .map_err(|p| self.at_row(self.row(), p))?;
+        self.row += 1;
+        Ok(Some(e))
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! and renamed when complete, so an interrupted write never leaves a bundle behind.
 
 pub mod columns;
+mod decode;
+pub mod error;
 pub mod provenance;
+mod read_ahead;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,7 +18,9 @@ use crate::topology::Topology;
 use crate::trace::{Event, EventSource, LostWindow, Position, ReadStats, SourceInfo, TraceError};
 
 pub use columns::{EventReader, EventWriter, EVENTS_FILE};
+pub use error::EventsError;
 pub use provenance::Provenance;
+use read_ahead::ReadAhead;
 
 /// The metadata file of a bundle directory.
 pub const META_FILE: &str = "meta.json";
@@ -109,6 +114,8 @@ impl Meta {
     }
 }
 
+type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<ahash::AHasher>>;
+
 /// Collects what meta.json records about the events while they stream past.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -123,8 +130,11 @@ pub struct Tally {
     /// The highest CPU an event was recorded on.
     pub max_cpu: Option<u32>,
     by_type: [u64; crate::trace::EventType::ALL.len()],
+    /// pid → the comm `tasks` holds for it, as the event had it: most events repeat a
+    /// task's name, and comparing 16 bytes costs less than finding and comparing text.
+    named: FastMap<i32, crate::trace::Comm>,
     /// Per CPU: the task the last sched_switch switched to.
-    last_next: BTreeMap<u32, i32>,
+    last_next: FastMap<u32, i32>,
     /// Per CPU: switches whose prev_pid is not the previous switch's next_pid.
     pub switch_gaps: BTreeMap<u32, u64>,
 }
@@ -139,7 +149,7 @@ impl Tally {
         self.max_cpu = Some(self.max_cpu.map_or(e.cpu, |m| m.max(e.cpu)));
         self.by_type[e.kind.event_type().index()] += 1;
         let mut name = |pid: i32, c: &crate::trace::Comm| {
-            if pid != 0 {
+            if pid != 0 && self.named.insert(pid, *c) != Some(*c) {
                 let s = c.to_str_lossy();
                 match self.tasks.get_mut(&pid) {
                     Some(old) if old.as_str() == s => {}
@@ -211,6 +221,9 @@ pub enum BundleError {
     /// A trace reader failed, or meta.json does not parse.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// events.parquet could not be written or read.
+    #[error(transparent)]
+    Events(#[from] EventsError),
     /// A file or directory of the bundle could not be written, read or accepted.
     #[error("{}: {what}", path.display())]
     Bundle {
@@ -316,7 +329,7 @@ fn write_into(
     opts: &mut ImportOptions<'_>,
 ) -> Result<Meta, BundleError> {
     let events_path = dir.join(EVENTS_FILE);
-    let mut w = EventWriter::create(&events_path).map_err(|e| berr(&events_path, e))?;
+    let mut w = EventWriter::create(&events_path)?;
     let mut tally = Tally::default();
     let mut batch = Vec::with_capacity(BATCH_EVENTS);
     loop {
@@ -326,13 +339,13 @@ fn write_into(
         }
         for e in &batch {
             tally.add(e);
-            w.push(e).map_err(|m| berr(&events_path, m))?;
+            w.push(e)?;
         }
         if let Some(p) = opts.progress.as_mut() {
             p(tally.events);
         }
     }
-    w.finish().map_err(|m| berr(&events_path, m))?;
+    w.finish()?;
     let stats = source.stats();
     let meta = build_meta(source.info(), &stats, tally, opts);
     let meta_path = dir.join(META_FILE);
@@ -413,9 +426,10 @@ pub struct Bundle {
     /// Its meta.json, upgraded to the current schema.
     pub meta: Meta,
     info: SourceInfo,
-    events: EventReader,
-    /// The last event's time: rows must not go back in time.
-    last_ts: u64,
+    /// Checked as read: rows in time order, on the bundle's CPUs. Taken by `ahead` when
+    /// the first events are asked for.
+    events: Option<EventReader>,
+    ahead: Option<ReadAhead>,
 }
 
 /// Whether `path` is a directory holding a meta.json.
@@ -476,7 +490,7 @@ impl Bundle {
     pub fn open(dir: &Path) -> Result<Bundle, BundleError> {
         let meta = read_meta(dir)?;
         let p = dir.join(EVENTS_FILE);
-        let events = EventReader::open(&p).map_err(|m| berr(&p, m))?;
+        let events = EventReader::open(&p)?.checked(meta.nr_cpus);
         let info = SourceInfo {
             format: format!("bundle of {}", meta.source.format),
             nr_cpus: Some(meta.nr_cpus),
@@ -489,9 +503,16 @@ impl Bundle {
             dir: dir.into(),
             meta,
             info,
-            events,
-            last_ts: 0,
+            events: Some(events),
+            ahead: None,
         })
+    }
+
+    /// The events, read on a thread of their own from the first asked for.
+    fn ahead(&mut self) -> &mut ReadAhead {
+        let events = &mut self.events;
+        self.ahead
+            .get_or_insert_with(|| ReadAhead::start(events.take().expect("a reader")))
     }
 }
 
@@ -501,36 +522,11 @@ impl EventSource for Bundle {
     }
 
     fn next_event(&mut self) -> crate::trace::Result<Option<Event>> {
-        // Rows are checked as read: every consumer relies on time order and on the CPU
-        // count, and a bundle edited outside sisreplay may break either.
-        let row = self.events.row();
-        let bad = |what: String| {
-            TraceError::malformed(self.dir.join(EVENTS_FILE), Position::Row(row), what)
-        };
-        let e = self.events.next_event().map_err(|m| {
-            TraceError::malformed(
-                self.dir.join(EVENTS_FILE),
-                Position::Row(self.events.row()),
-                m,
-            )
-        })?;
-        if let Some(e) = &e {
-            if e.cpu >= self.meta.nr_cpus {
-                return Err(bad(format!(
-                    "event on CPU {}, but meta.json says the trace has {} CPUs",
-                    e.cpu, self.meta.nr_cpus
-                )));
-            }
-            if e.ts < self.last_ts {
-                return Err(bad(format!(
-                    "ts_ns {} is before the previous row's {}: rows must be in time order \
-                     (sort by ts_ns, stably, before writing a bundle)",
-                    e.ts, self.last_ts
-                )));
-            }
-            self.last_ts = e.ts;
-        }
-        Ok(e)
+        Ok(self.ahead().next_event()?)
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> crate::trace::Result<usize> {
+        Ok(self.ahead().next_batch(out, max)?)
     }
 
     fn stats(&self) -> ReadStats {

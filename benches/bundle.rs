@@ -1,0 +1,148 @@
+//! Bundle read throughput: events/s of reading a bundle's events.parquet into events,
+//! and of `info` over it, each as a ratio to reading the same file's columns with plain
+//! arrow/parquet (no events built) in the same run; and peak memory.
+//!
+//! The bundle is simulated once (`sisreplay synth`: hackbench at 100 % load on the
+//! 224-CPU spr-2s112, some 7 million events) into target/bench-data/ and reused;
+//! SISREPLAY_BENCH_MS sets its measured time (default 350 ms of virtual time).
+//! Ratios are given by CPU time of this process (all its threads: what the reading
+//! costs, which other load on the machine disturbs less) and by wall time (what a
+//! command waits: bundles are decoded on a thread of their own, ahead of the consumer).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use sisreplay::bundle::Bundle;
+use sisreplay::trace::EventSource;
+
+fn ensure_bundle() -> PathBuf {
+    let ms: u64 = std::env::var("SISREPLAY_BENCH_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(350);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/bench-data")
+        .join(format!("synth-spr-2s112-hackbench-{ms}ms"));
+    if !dir.join("meta.json").exists() {
+        let ok = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
+            .args(["synth", "--machine", "spr-2s112", "--workload", "hackbench"])
+            .args(["--load", "100%", "-p", "sis_util"])
+            .arg("--duration")
+            .arg(format!("{ms}ms"))
+            .arg("-o")
+            .arg(&dir)
+            .status()
+            .expect("sisreplay synth runs");
+        assert!(ok.success(), "could not simulate the benchmark bundle");
+    }
+    dir
+}
+
+/// CPU time of this process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    assert_eq!(r, 0);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// Peak resident set of this process so far, in KiB (VmHWM).
+fn peak_rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Runs `f` (which returns how many rows or events it read); the (count, CPU seconds,
+/// wall seconds) of its fastest run.
+fn best(runs: usize, mut f: impl FnMut() -> u64) -> (u64, f64, f64) {
+    let (mut n, mut cpu, mut wall) = (0, f64::MAX, f64::MAX);
+    for _ in 0..runs {
+        let (c, w) = (cpu_seconds(), Instant::now());
+        n = f();
+        cpu = cpu.min(cpu_seconds() - c);
+        wall = wall.min(w.elapsed().as_secs_f64());
+    }
+    (n, cpu, wall)
+}
+
+/// The reference: every column of events.parquet decoded by arrow/parquet with its
+/// defaults, no events built.
+fn plain_columns(bundle: &Path) -> u64 {
+    let f = File::open(bundle.join(sisreplay::bundle::EVENTS_FILE)).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .unwrap()
+        .build()
+        .unwrap();
+    reader
+        .map(|b| std::hint::black_box(b.unwrap()).num_rows() as u64)
+        .sum()
+}
+
+/// The bundle's events, checked, as every command reads them.
+fn bundle_events(bundle: &Path) -> u64 {
+    let mut b = Bundle::open(bundle).unwrap();
+    let mut batch = Vec::with_capacity(4096);
+    let mut n = 0;
+    loop {
+        batch.clear();
+        let k = b.next_batch(&mut batch, 4096).unwrap();
+        if k == 0 {
+            break;
+        }
+        std::hint::black_box(&batch);
+        n += k as u64;
+    }
+    n
+}
+
+/// `sisreplay info` without its printing.
+fn info(bundle: &Path) -> u64 {
+    let mut input = sisreplay::input::open(bundle).unwrap();
+    sisreplay::info::summarise(input.source.as_mut(), 10)
+        .unwrap()
+        .events
+}
+
+fn main() {
+    let bundle = ensure_bundle();
+    let rss0 = peak_rss_kib();
+    let (rows, t_ref, w_ref) = best(3, || plain_columns(&bundle));
+    let rss_ref = peak_rss_kib();
+    let (n, t_read, w_read) = best(3, || bundle_events(&bundle));
+    let rss_read = peak_rss_kib();
+    let (n_info, t_info, w_info) = best(3, || info(&bundle));
+    assert_eq!(rows, n);
+    assert_eq!(n, n_info);
+    let m = |t: f64| n as f64 / t / 1e6;
+    println!("bundle: {} ({n} events)", bundle.display());
+    println!("events/s by CPU time, by wall time; ratio to the plain columns by CPU, by wall");
+    for (what, t, w) in [
+        ("plain arrow/parquet columns", t_ref, w_ref),
+        ("bundle events (checked)", t_read, w_read),
+        ("info", t_info, w_info),
+    ] {
+        println!(
+            "{what:<28} {:>6.2} M/s CPU ({t:.3} s) {:>6.2} M/s wall ({w:.3} s)  \
+             ratio {:.2} CPU {:.2} wall",
+            m(t),
+            m(w),
+            t_ref / t,
+            w_ref / w
+        );
+    }
+    println!(
+        "peak RSS: {rss0} KiB at start, {rss_ref} KiB after the plain columns, {rss_read} KiB \
+         after the bundle's events, {} KiB after info",
+        peak_rss_kib()
+    );
+}
