@@ -621,6 +621,9 @@ pub fn capture(opts: CaptureOptions) -> Result<(PathBuf, Meta), CaptureError> {
     result.map(|meta| (dest, meta))
 }
 
+/// The capture proper, between the spool directory's creation and removal: set up,
+/// trace around the workload, stop, write the bundle. Whatever it set up (instance,
+/// probes, mount) is undone when the recording is dropped, on every way out.
 fn record(
     opts: &CaptureOptions,
     root: &Path,
@@ -632,6 +635,60 @@ fn record(
     let topology = Topology::from_sysfs(Path::new("/sys")).ok();
     let sched_debug = machine::sched_debug();
     let schedstat_before = machine::schedstat();
+    let (mut rec, search) = set_up(opts, root, spool_dir, watchdog)?;
+    rec.set_tracing(true)?;
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    // The recording is dropped on this error, which removes the instance.
+    let mut child = start_workload(&opts.command, watchdog)?;
+    let (stopped_by, workload) = run(opts, rec.as_ref(), &mut child, started, tty);
+    rec.set_tracing(false)?;
+    let duration_s = started.elapsed().as_secs_f64();
+    let workload = match child {
+        Some(ch) => stop_workload(&opts.command, ch, started),
+        None => workload,
+    };
+    let Stopped {
+        streams,
+        counters,
+        clock,
+        instance,
+        extra,
+    } = rec.stop()?;
+    if tty {
+        eprint!("\r{:70}\r", "");
+    }
+    let mut spool = open_spool(opts.backend, streams, counters.len() as u32, &clock, extra);
+    let record = CaptureRecord {
+        command_line: opts.argv.clone(),
+        backend: opts.backend,
+        start_utc,
+        requested_duration_s: opts.duration.as_secs_f64(),
+        duration_s,
+        stopped_by: stopped_by.into(),
+        buffer_kb_per_cpu: opts.buffer_kb,
+        events: opts.events.clone(),
+        instance,
+        clock,
+        cpus: Vec::new(),
+        workload,
+        search_latency: search,
+        sched_debug,
+        schedstat_before,
+        schedstat_after: machine::schedstat(),
+    };
+    write_capture(&mut spool, &counters, dest, topology, record)
+}
+
+/// Mounts tracefs if need be, clears what dead captures left there, finds whether the
+/// search-latency probes can be had, and opens the backend's recording (tracing still
+/// off). Returns it with the probes' support as the capture record tells it.
+fn set_up(
+    opts: &CaptureOptions,
+    root: &Path,
+    spool_dir: &Path,
+    watchdog: &mut Watchdog,
+) -> Result<(Box<dyn Recording>, SearchLatency), CaptureError> {
     // Mounted first: what the kernel offers (kprobe_events, filter functions) is read
     // from tracefs.
     let mount = tracefs::Mount::ensure(root)?;
@@ -645,122 +702,141 @@ fn record(
     if opts.search_latency.is_some() && !search.available {
         eprintln!("sisreplay: --search-latency: {}", search.why);
     }
-    let mut rec = match opts.backend {
+    let rec = match opts.backend {
         Backend::Tracefs => start_tracefs(mount, opts, root, spool_dir, &search)?,
         Backend::Perf => start_perf(mount, opts, root, spool_dir, &search)?,
     };
-    rec.set_tracing(true)?;
-    let started = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut child = match opts.command.split_first() {
-        // In a process group of its own, so a shell's children can be stopped with it.
-        Some((prog, args)) => {
-            let mut cmd = std::process::Command::new(prog);
-            cmd.args(args).process_group(0);
-            // Killed with the capture, should the capture die first (the watchdog stops
-            // its children too).
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-            // The recording is dropped on this error, which removes the instance.
-            let ch = cmd
-                .spawn()
-                .map_err(|e| CaptureError::Workload(format!("cannot start {prog}: {e}")))?;
-            watchdog.tell(&format!("workload {}", ch.id()));
-            Some(ch)
-        }
-        None => None,
+    Ok((rec, search))
+}
+
+/// Starts the workload, if there is one, and tells the watchdog its process group.
+fn start_workload(
+    command: &[String],
+    watchdog: &mut Watchdog,
+) -> Result<Option<std::process::Child>, CaptureError> {
+    let Some((prog, args)) = command.split_first() else {
+        return Ok(None);
     };
-    let mut workload = None;
+    // In a process group of its own, so a shell's children can be stopped with it.
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(args).process_group(0);
+    // Killed with the capture, should the capture die first (the watchdog stops
+    // its children too).
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let ch = cmd
+        .spawn()
+        .map_err(|e| CaptureError::Workload(format!("cannot start {prog}: {e}")))?;
+    watchdog.tell(&format!("workload {}", ch.id()));
+    Ok(Some(ch))
+}
+
+/// Traces until a signal, the duration, or the workload's exit (then `child` is
+/// emptied and its outcome returned), showing progress on a terminal. Returns what
+/// stopped it, as the capture record says it.
+fn run(
+    opts: &CaptureOptions,
+    rec: &dyn Recording,
+    child: &mut Option<std::process::Child>,
+    started: Instant,
+    tty: bool,
+) -> (&'static str, Option<WorkloadOutcome>) {
     let mut last_progress = Instant::now();
-    let stopped_by = loop {
+    loop {
         if opts.stop.load(Ordering::Acquire) {
-            break "signal";
+            return ("signal", None);
         }
         if started.elapsed() >= opts.duration {
-            break "duration";
+            return ("duration", None);
         }
         if let Some(ch) = child.as_mut() {
             if let Ok(Some(status)) = ch.try_wait() {
-                workload = Some(outcome(&opts.command, status, started, false));
-                child = None;
-                break "workload exit";
+                let workload = outcome(&opts.command, status, started, false);
+                *child = None;
+                return ("workload exit", Some(workload));
             }
         }
         if tty && last_progress.elapsed() >= Duration::from_millis(500) {
-            let el = started.elapsed().as_secs_f64();
-            match rec.progress() {
-                Some((events, lost)) => eprint!(
-                    "\r{el:6.1}/{:.0} s  {events:>10} events  {:>9.0} events/s  {lost} lost   ",
-                    opts.duration.as_secs_f64(),
-                    events as f64 / el.max(1e-3)
-                ),
-                None => eprint!("\r{el:6.1}/{:.0} s   ", opts.duration.as_secs_f64()),
-            }
+            show_progress(opts, rec, started);
             last_progress = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-    rec.set_tracing(false)?;
-    let duration_s = started.elapsed().as_secs_f64();
-    if let Some(mut ch) = child {
-        // The capture ended first: stop the workload, children included, so it does not
-        // outlive the trace (nor run on while the events are disabled).
-        unsafe { libc::kill(-(ch.id() as i32), libc::SIGTERM) };
-        if let Ok(status) = ch.wait() {
-            workload = Some(outcome(&opts.command, status, started, true));
-        }
     }
-    let stopped = rec.stop()?;
-    if tty {
-        eprint!("\r{:70}\r", "");
+}
+
+/// One progress line on standard error, over the last.
+fn show_progress(opts: &CaptureOptions, rec: &dyn Recording, started: Instant) {
+    let el = started.elapsed().as_secs_f64();
+    match rec.progress() {
+        Some((events, lost)) => eprint!(
+            "\r{el:6.1}/{:.0} s  {events:>10} events  {:>9.0} events/s  {lost} lost   ",
+            opts.duration.as_secs_f64(),
+            events as f64 / el.max(1e-3)
+        ),
+        None => eprint!("\r{el:6.1}/{:.0} s   ", opts.duration.as_secs_f64()),
     }
-    // Equal timestamps of different CPUs are put in causal order as the spool is read.
-    let mut spool = crate::trace::causal::Ordered::new(Spool {
+}
+
+/// The capture ended first: stops the workload, children included, so it does not
+/// outlive the trace (nor run on while the events are disabled).
+fn stop_workload(
+    command: &[String],
+    mut ch: std::process::Child,
+    started: Instant,
+) -> Option<WorkloadOutcome> {
+    unsafe { libc::kill(-(ch.id() as i32), libc::SIGTERM) };
+    let status = ch.wait().ok()?;
+    Some(outcome(command, status, started, true))
+}
+
+/// The stopped backend's spool files as one stream, equal timestamps of different CPUs
+/// put in causal order as it is read.
+fn open_spool(
+    backend: Backend,
+    streams: Vec<Box<dyn CpuStream>>,
+    nr_cpus: u32,
+    clock: &Option<String>,
+    extra: BTreeMap<String, String>,
+) -> crate::trace::causal::Ordered<Spool> {
+    crate::trace::causal::Ordered::new(Spool {
         info: SourceInfo {
             format: format!(
                 "{} capture",
-                serde_json::to_value(opts.backend)
+                serde_json::to_value(backend)
                     .unwrap()
                     .as_str()
                     .unwrap_or("")
             ),
-            nr_cpus: Some(stopped.counters.len() as u32),
+            nr_cpus: Some(nr_cpus),
             kernel_release: machine::kernel_release(),
-            clock: stopped.clock.clone(),
+            clock: clock.clone(),
             comms: BTreeMap::new(),
-            extra: stopped.extra.clone(),
+            extra,
         },
-        merge: Merge::new(stopped.streams),
+        merge: Merge::new(streams),
         per_cpu: BTreeMap::new(),
-    });
-    let mut record = CaptureRecord {
-        command_line: opts.argv.clone(),
-        backend: opts.backend,
-        start_utc,
-        requested_duration_s: opts.duration.as_secs_f64(),
-        duration_s,
-        stopped_by: stopped_by.into(),
-        buffer_kb_per_cpu: opts.buffer_kb,
-        events: opts.events.clone(),
-        instance: stopped.instance.clone(),
-        clock: stopped.clock.clone(),
-        cpus: Vec::new(),
-        workload,
-        search_latency: search,
-        sched_debug,
-        schedstat_before,
-        schedstat_after: machine::schedstat(),
-    };
+    })
+}
+
+/// Writes the bundle from the spool, then completes its meta.json with the capture
+/// record and each CPU's outcome, known only once the events are decoded.
+fn write_capture(
+    spool: &mut crate::trace::causal::Ordered<Spool>,
+    counters: &BTreeMap<u32, (u64, Option<u64>, u64, u64)>,
+    dest: &Path,
+    topology: Option<Topology>,
+    mut record: CaptureRecord,
+) -> Result<Meta, CaptureError> {
     // The per-CPU outcome needs the decoded counts, known only after the pass: write
     // the bundle with a placeholder, then complete meta.json in place.
     let mut meta = bundle::write_bundle(
-        &mut spool,
+        spool,
         dest,
         ImportOptions {
             topology,
@@ -771,8 +847,7 @@ fn record(
         },
     )?;
     let lost = spool.stats();
-    record.cpus = stopped
-        .counters
+    record.cpus = counters
         .iter()
         .map(
             |(&cpu, &(spooled, kernel_events, overrun, dropped))| CpuOutcome {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Cell, Comparison};
+use super::{Cell, Comparison, SimSummary, Table};
 
 /// Column labels for `names`: each name that fits in `width` as itself, a longer one as
 /// `T1`, `T2`, ... (with `prefix` and its place), spelled out whole in the legend lines.
@@ -39,11 +39,27 @@ fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
     }
 }
 
+/// The short labels a comparison's columns and rows go by.
+struct Labels<'a> {
+    arms: Vec<String>,
+    trace_names: Vec<&'a str>,
+    traces: Vec<String>,
+}
+
+impl Labels<'_> {
+    /// A trace's row label, by its name.
+    fn trace(&self, name: &str) -> String {
+        self.trace_names
+            .iter()
+            .position(|t| *t == name)
+            .map_or_else(|| name.to_string(), |i| self.traces[i].clone())
+    }
+}
+
 /// The comparison as text: one table per metric that some arm has a value for (arms
 /// compared two at a time beside the baseline), the legend, and what each trace recorded.
 pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
-    let mut absolute = false;
     let arm_names: Vec<&str> = c.arms.iter().map(String::as_str).collect();
     let (arms, arm_legend) = labels(&arm_names, 14, "A");
     let trace_names: Vec<&str> = c.traces.iter().map(|t| t.trace.as_str()).collect();
@@ -55,41 +71,58 @@ pub fn render(c: &Comparison) -> String {
         }
         let _ = writeln!(o);
     }
-    let trace_label = |name: &str| {
-        trace_names
-            .iter()
-            .position(|t| *t == name)
-            .map_or_else(|| name.to_string(), |i| traces[i].clone())
+    let labels = Labels {
+        arms,
+        trace_names,
+        traces,
     };
-    // Columns: trace 16, then 21 per arm: three arms per block keeps 79 columns.
+    let mut absolute = false;
     for t in &c.tables {
-        // A metric no arm has a value for (latency in a policy-only comparison) is left out.
-        if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
-            continue;
-        }
-        let _ = writeln!(o, "{}", t.metric.title());
-        // The baseline leads every block, so each compared arm sits beside it.
-        for chunk_start in (1..c.arms.len().max(2)).step_by(2) {
-            let mut idx = vec![0];
-            idx.extend(chunk_start..(chunk_start + 2).min(c.arms.len()));
-            let _ = write!(o, "{:<16}", "trace");
-            for &i in &idx {
-                let label = format!("{}(std%)", arms[i]);
-                let _ = write!(o, "{label:>21}");
-            }
-            let _ = writeln!(o);
-            for r in &t.rows {
-                let _ = write!(o, "{:<16}", trace_label(&r.trace));
-                for &i in &idx {
-                    let s = render_cell(r.cells[i].as_ref(), i == 0);
-                    absolute |= s.starts_with('[');
-                    let _ = write!(o, "{s:>21}");
-                }
-                let _ = writeln!(o);
-            }
+        absolute |= metric_table(&mut o, c, t, &labels);
+    }
+    notes(&mut o, c, absolute);
+    recorded_table(&mut o, c, &labels);
+    simulated_table(&mut o, c, &labels);
+    o
+}
+
+/// One metric's table, in blocks of the baseline and two compared arms; returns
+/// whether a cell shows an absolute value (the baseline having none).
+fn metric_table(o: &mut String, c: &Comparison, t: &Table, labels: &Labels) -> bool {
+    let mut absolute = false;
+    // A metric no arm has a value for (latency in a policy-only comparison) is left out.
+    if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
+        return absolute;
+    }
+    let _ = writeln!(o, "{}", t.metric.title());
+    // Columns: trace 16, then 21 per arm: three arms per block keeps 79 columns.
+    // The baseline leads every block, so each compared arm sits beside it.
+    for chunk_start in (1..c.arms.len().max(2)).step_by(2) {
+        let mut idx = vec![0];
+        idx.extend(chunk_start..(chunk_start + 2).min(c.arms.len()));
+        let _ = write!(o, "{:<16}", "trace");
+        for &i in &idx {
+            let label = format!("{}(std%)", labels.arms[i]);
+            let _ = write!(o, "{label:>21}");
         }
         let _ = writeln!(o);
+        for r in &t.rows {
+            let _ = write!(o, "{:<16}", labels.trace(&r.trace));
+            for &i in &idx {
+                let s = render_cell(r.cells[i].as_ref(), i == 0);
+                absolute |= s.starts_with('[');
+                let _ = write!(o, "{s:>21}");
+            }
+            let _ = writeln!(o);
+        }
     }
+    let _ = writeln!(o);
+    absolute
+}
+
+/// How to read the tables: the baseline, the noise test, absolute values and which
+/// arms are observed rather than modelled.
+fn notes(o: &mut String, c: &Comparison, absolute: bool) {
     let _ = writeln!(
         o,
         "baseline {}: 1.00 (std% over {} windows); others: compare% (std%);\n* beyond the noise ({})",
@@ -112,6 +145,10 @@ pub fn render(c: &Comparison) -> String {
             traced.join(", ")
         );
     }
+}
+
+/// What each trace recorded: wakeups, where they went, migrations and latency.
+fn recorded_table(o: &mut String, c: &Comparison, labels: &Labels) {
     let _ = writeln!(o);
     let _ = writeln!(o, "recorded in the traces");
     let _ = writeln!(
@@ -135,7 +172,7 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(
             o,
             "{:<16}{:>9}{:>8.2}{:>7.2}{:>9.0}{:>9.1}{:>9.1}{:>9.1}",
-            trace_label(&s.trace),
+            labels.trace(&s.trace),
             ob.wakeups,
             pct(p.same_llc + p.cross_llc + p.cross_numa),
             pct(p.cross_llc + p.cross_numa),
@@ -145,59 +182,68 @@ pub fn render(c: &Comparison) -> String {
             ob.latency.p99_9 as f64 / 1e3,
         );
     }
-    let simulated: Vec<(&str, &crate::compare::SimSummary)> = c
+}
+
+/// The closed-loop simulations, where there are any: throughput against the first,
+/// latency, search efficiency, and each trace's self-fidelity gate.
+fn simulated_table(o: &mut String, c: &Comparison, labels: &Labels) {
+    let simulated: Vec<(&str, &SimSummary)> = c
         .traces
         .iter()
         .filter_map(|s| s.simulated.as_ref().map(|m| (s.trace.as_str(), m)))
         .collect();
-    if let Some((_, base)) = simulated.first() {
-        let _ = writeln!(o);
+    let Some((_, base)) = simulated.first() else {
+        return;
+    };
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "simulated (closed loop), throughput against {}",
+        simulated[0].0
+    );
+    let _ = writeln!(
+        o,
+        "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}  self-fidelity",
+        "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
+    );
+    for (name, m) in &simulated {
+        let vs = m.throughput_vs(base);
         let _ = writeln!(
             o,
-            "simulated (closed loop), throughput against {}",
-            simulated[0].0
+            "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}  {}",
+            labels.trace(name),
+            m.throughput_per_s,
+            vs,
+            m.latency_p50_ns as f64 / 1e3,
+            m.latency_p90_ns as f64 / 1e3,
+            m.latency_p99_ns as f64 / 1e3,
+            m.se_eff,
+            m.cross_llc_pct,
+            m.trust()
         );
-        let _ = writeln!(
-            o,
-            "{:<16}{:>12}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}  self-fidelity",
-            "bundle", "units/s", "vs", "p50 us", "p90 us", "p99 us", "se_eff%", "xLLC%"
-        );
-        for (name, m) in &simulated {
-            let vs = m.throughput_vs(base);
+    }
+    let _ = writeln!(o, "units: {}", base.unit);
+    self_fidelity_lines(o, &simulated);
+}
+
+/// Each trace's self-fidelity gate once, with what it misses.
+fn self_fidelity_lines(o: &mut String, simulated: &[(&str, &SimSummary)]) {
+    let mut said: Vec<&crate::simulate::SelfFidelity> = Vec::new();
+    for (_, m) in simulated {
+        if let Some(g) = m.self_fidelity.as_ref().filter(|g| !said.contains(g)) {
+            said.push(g);
             let _ = writeln!(
                 o,
-                "{:<16}{:>12.0}{:>8}{:>8.1}{:>8.1}{:>8.1}{:>8.2}{:>7.2}  {}",
-                trace_label(name),
-                m.throughput_per_s,
-                vs,
-                m.latency_p50_ns as f64 / 1e3,
-                m.latency_p90_ns as f64 / 1e3,
-                m.latency_p99_ns as f64 / 1e3,
-                m.se_eff,
-                m.cross_llc_pct,
-                m.trust()
+                "self-fidelity of {} (its trace re-run under {}): {}{}",
+                m.workload,
+                g.traced_policy,
+                g.verdict(),
+                if g.trustworthy {
+                    "; its counterfactuals are trusted"
+                } else {
+                    "; its counterfactuals are untrustworthy"
+                }
             );
         }
-        let _ = writeln!(o, "units: {}", base.unit);
-        // Each trace's gate once, with what it misses.
-        let mut said: Vec<&crate::simulate::SelfFidelity> = Vec::new();
-        for (_, m) in &simulated {
-            if let Some(g) = m.self_fidelity.as_ref().filter(|g| !said.contains(g)) {
-                said.push(g);
-                let _ = writeln!(
-                    o,
-                    "self-fidelity of {} (its trace re-run under {}): {}{}",
-                    m.workload,
-                    g.traced_policy,
-                    g.verdict(),
-                    if g.trustworthy {
-                        "; its counterfactuals are trusted"
-                    } else {
-                        "; its counterfactuals are untrustworthy"
-                    }
-                );
-            }
-        }
     }
-    o
 }

@@ -10,6 +10,24 @@ use super::ReplayResult;
 /// recorded, and the fidelity of the traced kernel's model.
 pub fn summary(input: &Path, r: &ReplayResult) -> String {
     let mut o = String::new();
+    header(&mut o, input, r);
+    let _ = writeln!(o);
+    efficiency_table(&mut o, r);
+    let _ = writeln!(o);
+    placements_table(&mut o, r);
+    fidelity(&mut o, r);
+    for (policy, steps) in &r.explained {
+        let _ = writeln!(o, "\n{policy}:");
+        for s in steps {
+            let _ = writeln!(o, "  {s}");
+        }
+    }
+    o
+}
+
+/// The trace, its kernel and machine, what was replayed of its wakings, and the
+/// select_task_rq_fair probes' measurements where the trace has them.
+fn header(o: &mut String, input: &Path, r: &ReplayResult) {
     let _ = writeln!(o, "{}", input.display());
     let _ = writeln!(
         o,
@@ -38,32 +56,40 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
         r.ipi_wakeups
     );
     if r.probed_selections > 0 {
-        let sl = &r.observed.search_latency;
+        probes(o, r);
+    }
+}
+
+/// What the select_task_rq_fair probes measured, and the time model fitted to it.
+fn probes(o: &mut String, r: &ReplayResult) {
+    let sl = &r.observed.search_latency;
+    let _ = writeln!(
+        o,
+        "select_task_rq_fair probes: {} selections (sync from wake_flags), {} wakings \
+         without one",
+        r.probed_selections, r.skipped.no_selection,
+    );
+    if !r.observed.search_latency_us.buckets.is_empty() {
         let _ = writeln!(
             o,
-            "select_task_rq_fair probes: {} selections (sync from wake_flags), {} wakings \
-             without one",
-            r.probed_selections, r.skipped.no_selection,
+            "  measured select_task_rq_fair us: p50 {:.1}  p90 {:.1}  p99 {:.1}",
+            sl.p50 as f64 / 1e3,
+            sl.p90 as f64 / 1e3,
+            sl.p99 as f64 / 1e3
         );
-        if !r.observed.search_latency_us.buckets.is_empty() {
-            let _ = writeln!(
-                o,
-                "  measured select_task_rq_fair us: p50 {:.1}  p90 {:.1}  p99 {:.1}",
-                sl.p50 as f64 / 1e3,
-                sl.p90 as f64 / 1e3,
-                sl.p99 as f64 / 1e3
-            );
-        }
-        if let Some(f) = &r.search_fit {
-            let _ = writeln!(
-                o,
-                "  fit over {} agreeing wakeups: {:.0} ns + {:.0} ns per runqueue probed \
-                 (r2 {:.2})",
-                f.samples, f.entry_ns, f.probe_ns, f.r2
-            );
-        }
     }
-    let _ = writeln!(o);
+    if let Some(f) = &r.search_fit {
+        let _ = writeln!(
+            o,
+            "  fit over {} agreeing wakeups: {:.0} ns + {:.0} ns per runqueue probed \
+             (r2 {:.2})",
+            f.samples, f.entry_ns, f.probe_ns, f.r2
+        );
+    }
+}
+
+/// Per policy: the SIS efficiencies, runqueues scanned and modelled search time.
+fn efficiency_table(o: &mut String, r: &ReplayResult) {
     let _ = writeln!(
         o,
         "{:<20} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
@@ -82,7 +108,11 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
             p.search_ns_total as f64 / 1000.0
         );
     }
-    let _ = writeln!(o);
+}
+
+/// Per policy, then as the kernel recorded them: where the wakeups went, with the
+/// recorded waking-to-running latency.
+fn placements_table(o: &mut String, r: &ReplayResult) {
     let _ = writeln!(
         o,
         "{:<20} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -117,6 +147,11 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
         ob.latency.p99 as f64 / 1e3,
         ob.latency.p99_9 as f64 / 1e3
     );
+}
+
+/// For the policy compared with the kernel: how often it picked the kernel's CPU, by
+/// path, via IPI, and by LLC.
+fn fidelity(o: &mut String, r: &ReplayResult) {
     for p in &r.policies {
         if let Some(f) = &p.fidelity {
             let _ = writeln!(o);
@@ -151,13 +186,6 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
             );
         }
     }
-    for (policy, steps) in &r.explained {
-        let _ = writeln!(o, "\n{policy}:");
-        for s in steps {
-            let _ = writeln!(o, "  {s}");
-        }
-    }
-    o
 }
 
 fn truncate(s: &str, n: usize) -> &str {

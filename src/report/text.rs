@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::Report;
+use super::{Report, TraceReport};
 use crate::metrics::Log2Hist;
 
 /// bpftrace's bar width.
@@ -43,8 +43,26 @@ pub fn render(r: &Report) -> String {
         c.arms[0]
     );
     let _ = writeln!(o);
-    // The evidence first: how well the model of each traced kernel reproduced its trace;
-    // these lines also name the traces (T1, T2, ...) the verdict refers to.
+    trust_lines(&mut o, r);
+    let _ = writeln!(o);
+    verdict(&mut o, r);
+    let _ = writeln!(o);
+    o.push_str(&crate::compare::text::render(c));
+    for t in &r.traces {
+        let _ = writeln!(o);
+        search_histograms(&mut o, t);
+        longest_waits(&mut o, t);
+        fidelity_lines(&mut o, t);
+    }
+    let _ = writeln!(o);
+    let cmd = r.command_line.join(" ");
+    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
+    o
+}
+
+/// The evidence first: how well the model of each traced kernel reproduced its trace;
+/// these lines also name the traces (T1, T2, ...) the verdict refers to.
+fn trust_lines(o: &mut String, r: &Report) {
     for (i, t) in r.traces.iter().enumerate() {
         let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
         let trust = super::trust_of(fid.map(|f| f.agreement_pct()));
@@ -67,13 +85,17 @@ pub fn render(r: &Report) -> String {
         };
         let _ = writeln!(o, "{}", fit(&line));
     }
-    let _ = writeln!(o);
+}
+
+/// The verdict: each metric that changed, per trace and arm, with its interval; then
+/// what did not change at all.
+fn verdict(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "{}",
         fit(&format!(
             "Verdict: baseline -> arm, change [95 % interval] ({}):",
-            c.test
+            r.comparison.test
         ))
     );
     let label = |trace: &str| super::trace_label(r, trace);
@@ -97,74 +119,79 @@ pub fn render(r: &Report) -> String {
     for n in super::unchanged_notes(r) {
         let _ = writeln!(o, "{}", fit(&format!("  {n}")));
     }
-    let _ = writeln!(o);
-    o.push_str(&crate::compare::text::render(c));
-    for t in &r.traces {
-        let _ = writeln!(o);
+}
+
+/// A trace's modelled search time per policy, and the measured one where the trace
+/// has it, as bpftrace histograms.
+fn search_histograms(o: &mut String, t: &TraceReport) {
+    let _ = writeln!(
+        o,
+        "{}",
+        fit(&format!(
+            "Modelled search time per scanning wakeup, us, {} ({} ns + {} ns/probe):",
+            t.name, t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
+        ))
+    );
+    for p in &t.replay.policies {
+        if p.search_us.buckets.iter().any(|&n| n > 0) {
+            o.push_str(&bpftrace_hist(
+                &format!("search_us[{}]", p.policy),
+                &p.search_us,
+            ));
+        } else {
+            let _ = writeln!(o, "@search_us[{}]: no scan", p.policy);
+        }
+    }
+    if !t.replay.observed.search_latency_us.buckets.is_empty() {
+        o.push_str(&bpftrace_hist(
+            "measured_select_task_rq_fair_us",
+            &t.replay.observed.search_latency_us,
+        ));
+    }
+}
+
+/// A trace's three longest recorded waits, each with the command that explains it.
+fn longest_waits(o: &mut String, t: &TraceReport) {
+    let ob = &t.replay.observed;
+    if ob.worst.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "{}", fit(&format!("Longest waits on {}:", t.name)));
+    for w in ob.worst.iter().take(3) {
+        let name = t.task_names.get(&w.pid).map_or("?", String::as_str);
         let _ = writeln!(
             o,
             "{}",
             fit(&format!(
-                "Modelled search time per scanning wakeup, us, {} ({} ns + {} ns/probe):",
-                t.name, t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
+                "  {:.1} us {name} ({}): sisreplay replay {} --explain {}",
+                w.latency_ns as f64 / 1e3,
+                w.pid,
+                t.path.display(),
+                w.waking_ns
             ))
         );
-        for p in &t.replay.policies {
-            if p.search_us.buckets.iter().any(|&n| n > 0) {
-                o.push_str(&bpftrace_hist(
-                    &format!("search_us[{}]", p.policy),
-                    &p.search_us,
-                ));
-            } else {
-                let _ = writeln!(o, "@search_us[{}]: no scan", p.policy);
-            }
-        }
-        if !t.replay.observed.search_latency_us.buckets.is_empty() {
-            o.push_str(&bpftrace_hist(
-                "measured_select_task_rq_fair_us",
-                &t.replay.observed.search_latency_us,
-            ));
-        }
-        let ob = &t.replay.observed;
-        if !ob.worst.is_empty() {
-            let _ = writeln!(o, "{}", fit(&format!("Longest waits on {}:", t.name)));
-            for w in ob.worst.iter().take(3) {
-                let name = t.task_names.get(&w.pid).map_or("?", String::as_str);
-                let _ = writeln!(
-                    o,
-                    "{}",
-                    fit(&format!(
-                        "  {:.1} us {name} ({}): sisreplay replay {} --explain {}",
-                        w.latency_ns as f64 / 1e3,
-                        w.pid,
-                        t.path.display(),
-                        w.waking_ns
-                    ))
-                );
-            }
-        }
-        for p in &t.replay.policies {
-            let Some(f) = &p.fidelity else { continue };
-            let _ = writeln!(
-                o,
-                "{}",
-                fit(&format!(
-                    "Fidelity of {} on {}: {:.2}% of {} wakeups on the kernel's CPU, {:.2}% in its LLC; cross-LLC recorded {}, predicted {}",
-                    p.policy,
-                    t.name,
-                    f.agreement_pct(),
-                    f.decisions,
-                    100.0 * f.same_llc_agree as f64 / f.decisions.max(1) as f64,
-                    f.recorded_cross_llc,
-                    f.predicted_cross_llc
-                ))
-            );
-        }
     }
-    let _ = writeln!(o);
-    let cmd = r.command_line.join(" ");
-    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
-    o
+}
+
+/// For a trace's policy compared with its kernel: how often it picked the kernel's CPU.
+fn fidelity_lines(o: &mut String, t: &TraceReport) {
+    for p in &t.replay.policies {
+        let Some(f) = &p.fidelity else { continue };
+        let _ = writeln!(
+            o,
+            "{}",
+            fit(&format!(
+                "Fidelity of {} on {}: {:.2}% of {} wakeups on the kernel's CPU, {:.2}% in its LLC; cross-LLC recorded {}, predicted {}",
+                p.policy,
+                t.name,
+                f.agreement_pct(),
+                f.decisions,
+                100.0 * f.same_llc_agree as f64 / f.decisions.max(1) as f64,
+                f.recorded_cross_llc,
+                f.predicted_cross_llc
+            ))
+        );
+    }
 }
 
 /// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent.

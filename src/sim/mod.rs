@@ -284,6 +284,18 @@ struct Task {
     woken_at: Option<u64>,
 }
 
+/// Who wakes a task, as the wakeup's events and its selection see it.
+struct Waker {
+    /// The waking task; None for a timer.
+    task: Option<usize>,
+    cpu: u32,
+    /// The pid the events carry: the waker's, or whatever runs where the timer fires.
+    pid: i32,
+    sync: bool,
+    /// Woken from task context (not from the timer softirq).
+    in_task: bool,
+}
+
 #[derive(Default)]
 struct Cpu {
     curr: Option<usize>,
@@ -1031,97 +1043,134 @@ impl Sim {
             return;
         }
         if self.tasks[t].state != State::Sleeping {
-            let cap = if self.workload.wakes_counted {
-                u32::MAX
-            } else {
-                1
-            };
-            self.tasks[t].wake_pending = (self.tasks[t].wake_pending + 1).min(cap);
+            self.keep_wake_pending(t);
             return;
         }
         let prev = self.tasks[t].cpu;
-        let (waker_cpu, waker_pid, sync, in_task) = match by {
-            Some((w, cpu, sync)) => (cpu, self.tasks[w].pid, sync, true),
-            None => {
-                let curr = self.cpus[prev as usize]
-                    .curr
-                    .map_or(0, |c| self.tasks[c].pid);
-                (prev, curr, false, false)
-            }
-        };
+        let wk = self.waker(by, prev);
         // A timer wakes from the timer softirq, in the context of whatever runs there:
         // the trace shows it, so a replay does not take the wakeup for that task's.
         const TIMER_SOFTIRQ: u32 = 1;
-        if !in_task {
+        if !wk.in_task {
             let kind = EventKind::SoftirqEntry { vec: TIMER_SOFTIRQ };
-            self.emit(now, waker_cpu, waker_pid, kind);
+            self.emit(now, wk.cpu, wk.pid, kind);
         }
         let w = self.wake_payload(t, prev);
-        let stamp = self.emit(now, waker_cpu, waker_pid, EventKind::Waking(w));
-        // A task allowed on one CPU gets no selection at all (select_task_rq does not
-        // call the class's), so not even wake_wide's flip count sees it.
-        let dest = if let Some(cpu) = self.workload.tasks[t].pinned {
-            cpu
-        } else {
-            let chosen = choose_target(
-                &mut self.m,
-                &Waking {
-                    now: stamp,
-                    waker_cpu,
-                    waker: waker_pid,
-                    wakee: self.tasks[t].pid,
-                    prev,
-                    sync,
-                    in_task,
-                },
-                false,
-            );
-            let d = select_idle_sibling(
-                &self.m,
-                self.policy.as_mut(),
-                &chosen.wakee,
-                &self.opts.time,
-                &self.balancer.caploads,
-                false,
-            );
-            note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
-            let r = &mut self.result;
-            r.counters.add(&d.counters);
-            r.search_ns_total += d.search_ns;
-            r.wakeups += 1;
-            r.placements.count(&self.m.topo, prev, d.cpu);
-            // The search runs on the waker's CPU, in its time.
-            if let Some((w, _, _)) = by {
-                self.tasks[w].debt += d.search_ns;
-            }
-            d.cpu
-        };
-        if dest != waker_cpu {
-            // try_to_wake_up enqueues under the chosen CPU's runqueue lock; a waker that
-            // finds it held spins.
-            let c = &mut self.cpus[dest as usize];
-            let start = c.lock_free_at.max(now);
-            c.lock_free_at = start + RQ_LOCK_HOLD_NS;
-            let r = &mut self.result;
-            r.remote_rq_locks += 1;
-            if start > now {
-                r.rq_lock_waits += 1;
-                r.rq_lock_wait_ns += start - now;
-                if let Some((w, _, _)) = by {
-                    self.tasks[w].debt += start - now;
-                }
-            }
+        let stamp = self.emit(now, wk.cpu, wk.pid, EventKind::Waking(w));
+        let dest = self.select_task_rq(t, prev, &wk, stamp);
+        if dest != wk.cpu {
+            self.lock_remote_rq(dest, &wk, now);
         }
         if dest != prev {
             let prev_min = self.min_vruntime(prev, now);
-            self.migrate(t, prev, prev_min, dest, now, waker_cpu, waker_pid);
+            self.migrate(t, prev, prev_min, dest, now, wk.cpu, wk.pid);
         }
         let w = self.wake_payload(t, dest);
-        self.emit(now, waker_cpu, waker_pid, EventKind::Wakeup(w));
-        if !in_task {
+        self.emit(now, wk.cpu, wk.pid, EventKind::Wakeup(w));
+        if !wk.in_task {
             let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
-            self.emit(now, waker_cpu, waker_pid, kind);
+            self.emit(now, wk.cpu, wk.pid, kind);
         }
+        let v = self.enqueue_woken(t, dest, now);
+        self.check_preempt_wakeup(dest, wk.cpu, v, now);
+    }
+
+    /// A wakeup that found `t` awake is kept for its next sleep (one only, unless the
+    /// workload counts wakes).
+    fn keep_wake_pending(&mut self, t: usize) {
+        let cap = if self.workload.wakes_counted {
+            u32::MAX
+        } else {
+            1
+        };
+        self.tasks[t].wake_pending = (self.tasks[t].wake_pending + 1).min(cap);
+    }
+
+    /// Who wakes: the waking task on its CPU, or a timer on the wakee's prev CPU in the
+    /// context of whatever runs there.
+    fn waker(&self, by: Option<(usize, u32, bool)>, prev: u32) -> Waker {
+        match by {
+            Some((w, cpu, sync)) => Waker {
+                task: Some(w),
+                cpu,
+                pid: self.tasks[w].pid,
+                sync,
+                in_task: true,
+            },
+            None => Waker {
+                task: None,
+                cpu: prev,
+                pid: self.cpus[prev as usize]
+                    .curr
+                    .map_or(0, |c| self.tasks[c].pid),
+                sync: false,
+                in_task: false,
+            },
+        }
+    }
+
+    /// select_task_rq for `t`: its one CPU if pinned, else wake_affine's target and the
+    /// policy's select_idle_sibling, counted in the result and charged to the waker.
+    fn select_task_rq(&mut self, t: usize, prev: u32, wk: &Waker, stamp: u64) -> u32 {
+        // A task allowed on one CPU gets no selection at all (select_task_rq does not
+        // call the class's), so not even wake_wide's flip count sees it.
+        if let Some(cpu) = self.workload.tasks[t].pinned {
+            return cpu;
+        }
+        let chosen = choose_target(
+            &mut self.m,
+            &Waking {
+                now: stamp,
+                waker_cpu: wk.cpu,
+                waker: wk.pid,
+                wakee: self.tasks[t].pid,
+                prev,
+                sync: wk.sync,
+                in_task: wk.in_task,
+            },
+            false,
+        );
+        let d = select_idle_sibling(
+            &self.m,
+            self.policy.as_mut(),
+            &chosen.wakee,
+            &self.opts.time,
+            &self.balancer.caploads,
+            false,
+        );
+        note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
+        let r = &mut self.result;
+        r.counters.add(&d.counters);
+        r.search_ns_total += d.search_ns;
+        r.wakeups += 1;
+        r.placements.count(&self.m.topo, prev, d.cpu);
+        // The search runs on the waker's CPU, in its time.
+        if let Some(w) = wk.task {
+            self.tasks[w].debt += d.search_ns;
+        }
+        d.cpu
+    }
+
+    /// try_to_wake_up enqueues under the chosen CPU's runqueue lock; a waker that finds
+    /// it held spins, in its own time.
+    fn lock_remote_rq(&mut self, dest: u32, wk: &Waker, now: u64) {
+        let c = &mut self.cpus[dest as usize];
+        let start = c.lock_free_at.max(now);
+        c.lock_free_at = start + RQ_LOCK_HOLD_NS;
+        let r = &mut self.result;
+        r.remote_rq_locks += 1;
+        if start > now {
+            r.rq_lock_waits += 1;
+            r.rq_lock_wait_ns += start - now;
+            if let Some(w) = wk.task {
+                self.tasks[w].debt += start - now;
+            }
+        }
+    }
+
+    /// Queues the woken `t` on `dest`, its vruntime credited as a sleeper's; returns
+    /// that vruntime.
+    fn enqueue_woken(&mut self, t: usize, dest: u32, now: u64) -> u64 {
         let min_v = self.min_vruntime(dest, now);
         let task = &mut self.tasks[t];
         task.cpu = dest;
@@ -1133,6 +1182,13 @@ impl Sim {
             .max(min_v.saturating_sub(self.tun.latency / 2));
         let v = task.vruntime;
         self.cpus[dest as usize].rq.push(t);
+        v
+    }
+
+    /// After a task of vruntime `v` is queued on `dest`: an idle CPU is kicked by IPI
+    /// (or runs it at once, from its own CPU or without IPI delay); a running task far
+    /// enough ahead of it is preempted, after the configured delay.
+    fn check_preempt_wakeup(&mut self, dest: u32, waker_cpu: u32, v: u64, now: u64) {
         match self.cpus[dest as usize].curr {
             None if dest != waker_cpu && self.opts.wake_ipi_ns > 0 => {
                 if !self.cpus[dest as usize].kicked {

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use crate::topology::Topology;
+use crate::trace::event::Wake;
 use crate::trace::{Comm, Event, EventKind};
 
 use super::pelt::{Avg, Removed};
@@ -447,30 +448,14 @@ impl Machine {
     pub fn apply(&mut self, e: &Event) -> Change {
         let c = e.cpu;
         self.ensure_cpu(c);
-        let cpu_ok = |x: i64| (0..crate::trace::MAX_CPUS as i64).contains(&x);
-        let named_ok = match &e.kind {
-            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => cpu_ok(w.target_cpu as i64),
-            EventKind::Migrate {
-                orig_cpu, dest_cpu, ..
-            } => cpu_ok(*orig_cpu as i64) && cpu_ok(*dest_cpu as i64),
-            _ => true,
-        };
-        if !cpu_ok(c as i64) || !named_ok {
+        if !Machine::names_possible_cpus(e) {
             // A CPU the machine cannot have: leave the state alone.
             return Change::None;
         }
         if self.cpus.is_empty() || c as usize >= self.cpus.len() {
             return Change::None;
         }
-        {
-            // RT and IRQ pressure up to now, under the state since the last event here.
-            let cs = &mut self.cpus[c as usize];
-            let in_irq = cs.irq_depth > 0;
-            let rt = cs.curr != 0 && cs.curr_prio < 100;
-            cs.irq_avg
-                .update(e.ts, in_irq as u64, in_irq as u64, in_irq, 1);
-            cs.rt_avg.update(e.ts, rt as u64, rt as u64, rt, 1);
-        }
+        self.update_pressure(c, e.ts);
         let now = e.ts;
         match &e.kind {
             EventKind::Switch {
@@ -482,120 +467,16 @@ impl Machine {
                 next_prio,
                 ..
             } => {
+                // Both tasks and the CPU age under the state before the switch.
                 self.update_cpu_avg(c, now);
                 self.update_task_avg(*prev_pid, now);
                 self.update_task_avg(*next_pid, now);
-                let still_queued = *prev_state == 0 || prev_state & PREEMPTED != 0;
-                let elsewhere = |m: &Machine| {
-                    m.tasks
-                        .get(prev_pid)
-                        .and_then(|t| t.running_on)
-                        .is_some_and(|r| r != c)
-                };
-                if *prev_pid != 0 && elsewhere(self) {
-                    // Already switched in on another CPU: this switch-out comes late (the
-                    // CPUs' clocks disagree), and its runqueue is that one's now.
-                    self.task(*prev_pid, *prev_comm, now);
-                } else if *prev_pid != 0 {
-                    let t = self.task(*prev_pid, *prev_comm, now);
-                    t.running_on = None;
-                    t.cpu = Some(c);
-                    if still_queued {
-                        // Preempted: it waits on this runqueue. Held on none, it ran here
-                        // unseen (the trace's start).
-                        if self.enqueue(*prev_pid, c) {
-                            self.repairs.moved += 1;
-                        }
-                    } else {
-                        self.tasks.get_mut(prev_pid).expect("made above").blocked_at = Some(now);
-                        if self.dequeue(*prev_pid).is_some_and(|h| h != c) {
-                            self.repairs.moved += 1;
-                        }
-                    }
-                    // Its load is on this CPU (first seen here, or moved unseen).
-                    self.attach(*prev_pid, c, now);
-                }
-                if *next_pid != 0 {
-                    let t = self.task(*next_pid, *next_comm, now);
-                    t.prio = *next_prio;
-                    t.running_on = Some(c);
-                    t.cpu = Some(c);
-                    // Held on none: running without a wakeup we saw (the trace's start),
-                    // so it was queued here. Held elsewhere: moved, a repair.
-                    if self.enqueue(*next_pid, c) {
-                        self.repairs.moved += 1;
-                    }
-                    self.attach(*next_pid, c, now);
-                } else {
-                    // Nothing is runnable on a CPU that picks its idle task.
-                    let stale = std::mem::take(&mut self.cpus[c as usize].queued);
-                    self.repairs.dropped_at_idle += stale.len() as u64;
-                    for p in stale {
-                        if let Some(t) = self.tasks.get_mut(&p) {
-                            t.rq = None;
-                        }
-                    }
-                    // Newidle balance stamps the rq just before it idles.
-                    self.cpus[c as usize].idle_stamp = Some(now);
-                }
-                self.cpus[c as usize].curr = *next_pid;
-                self.cpus[c as usize].curr_prio = *next_prio;
+                self.switch_out(c, *prev_pid, *prev_comm, *prev_state, now);
+                self.switch_in(c, *next_pid, *next_comm, *next_prio, now);
                 Change::None
             }
-            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                let target = w.target_cpu.max(0) as u32;
-                self.ensure_cpu(target);
-                self.update_cpu_avg(target, now);
-                let new = matches!(e.kind, EventKind::WakeupNew(_));
-                let (held, attached) = {
-                    let t = self.task(w.pid, w.comm, now);
-                    t.cpu = Some(target);
-                    if new {
-                        t.avg = Avg::starting_at(now);
-                        t.attached = None;
-                    }
-                    (t.rq, t.attached)
-                };
-                match held {
-                    // ttwu_runnable: still queued here, nothing moves.
-                    Some(h) if h == target => {
-                        self.update_task_avg(w.pid, now);
-                        return Change::None;
-                    }
-                    // Held on another CPU's runqueue, but woken onto this one: it had
-                    // left that one unseen. Woken here as any other.
-                    Some(_) => {
-                        self.dequeue(w.pid);
-                        self.repairs.moved += 1;
-                    }
-                    None => {}
-                }
-                // enqueue_entity's update_load_avg(DO_ATTACH): a task still attached here
-                // is aged over its sleep; one that migrated (removed from its old CPU) is
-                // attached as it was synced there, without ageing.
-                match attached {
-                    Some(a) if a == target => self.update_task_avg(w.pid, now),
-                    // Moved without a sched_migrate_task: removed from there as at one.
-                    Some(_) => self.remove(w.pid, now),
-                    None => {}
-                }
-                self.attach(w.pid, target, now);
-                self.enqueue(w.pid, target);
-                let cs = &mut self.cpus[target as usize];
-                cs.pending = cs.pending.saturating_sub(1);
-                if let Some(stamp) = cs.idle_stamp.take() {
-                    // update_avg(&rq->avg_idle, delta), capped at 2·max_idle_balance_cost.
-                    let delta = now.saturating_sub(stamp) as i64;
-                    let avg = cs.avg_idle as i64;
-                    let capped = (avg + (delta - avg) / 8).max(0) as u64;
-                    cs.avg_idle = capped.min(2 * cs.max_idle_balance_cost);
-                    return Change::AvgIdle {
-                        cpu: target,
-                        avg_idle: cs.avg_idle,
-                    };
-                }
-                Change::None
-            }
+            EventKind::Wakeup(w) => self.wakeup(w, false, now),
+            EventKind::WakeupNew(w) => self.wakeup(w, true, now),
             EventKind::Migrate {
                 comm,
                 pid,
@@ -603,38 +484,7 @@ impl Machine {
                 dest_cpu,
                 ..
             } => {
-                let (orig, dest) = (
-                    orig_cpu.max(&0).unsigned_abs(),
-                    dest_cpu.max(&0).unsigned_abs(),
-                );
-                self.ensure_cpu(dest);
-                self.ensure_cpu(orig);
-                let (queued, running) = {
-                    let t = self.task(*pid, *comm, now);
-                    t.cpu = Some(dest);
-                    (t.rq.is_some(), t.running_on.is_some())
-                };
-                if queued && !running {
-                    // A load-balance move of a waiting task. The dequeue brings orig and
-                    // the task up to now and detaches it at once; the enqueue brings
-                    // dest up to now and attaches it, aligned to dest's window.
-                    self.update_cpu_avg(orig, now);
-                    self.update_task_avg(*pid, now);
-                    if let Some(a) = self.tasks.get(pid).and_then(|t| t.attached) {
-                        self.detach(*pid, a);
-                    }
-                    if self.dequeue(*pid).is_some_and(|h| h != orig) {
-                        self.repairs.moved += 1;
-                    }
-                    self.update_cpu_avg(dest, now);
-                    self.attach(*pid, dest, now);
-                    self.enqueue(*pid, dest);
-                } else if !running {
-                    // A wakeup migration (set_task_cpu between waking and wakeup):
-                    // migrate_task_rq_fair's remove_entity_load_avg. Neither CPU is
-                    // updated; the wakeup's enqueue attaches the task.
-                    self.remove(*pid, now);
-                }
+                self.migrate(*pid, *comm, *orig_cpu, *dest_cpu, now);
                 Change::None
             }
             EventKind::Fork {
@@ -643,30 +493,11 @@ impl Machine {
                 parent_pid,
                 ..
             } => {
-                // wake_up_new_task starts recent_used_cpu at the parent's CPU.
-                let parent_cpu = self.tasks.get(parent_pid).and_then(|t| t.cpu).unwrap_or(c);
-                // dup_task_struct copies the parent, and __sched_fork resets none of
-                // wakee_flips, wakee_flip_decay_ts and last_wakee: the child starts with
-                // the parent's. They only change in record_wakee, when the child wakes
-                // someone, so a child that seldom does keeps them (and wake_wide sees
-                // them) for its whole life.
-                let inherited = self
-                    .tasks
-                    .get(parent_pid)
-                    .map(|p| (p.wakee_flips, p.wakee_flip_decay_ts, p.last_wakee));
-                let t = self.task(*child_pid, *child_comm, now);
-                t.recent_used_cpu = Some(parent_cpu);
-                if let Some((flips, decay_ts, last_wakee)) = inherited {
-                    t.wakee_flips = flips;
-                    t.wakee_flip_decay_ts = decay_ts;
-                    t.last_wakee = last_wakee;
-                }
+                self.fork(c, *parent_pid, *child_pid, *child_comm, now);
                 Change::None
             }
             EventKind::Exit { pid, .. } => {
-                if let Some(t) = self.tasks.get_mut(pid) {
-                    t.last_wakee = 0;
-                }
+                self.exit(*pid);
                 Change::None
             }
             EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => {
@@ -681,6 +512,238 @@ impl Machine {
             EventKind::Waking(_) | EventKind::SelectEnter { .. } | EventKind::SelectExit { .. } => {
                 Change::None
             }
+        }
+    }
+
+    /// Whether the event's CPU, and any CPU it names (a wakeup's target, a migration's
+    /// ends), is one a machine can have.
+    fn names_possible_cpus(e: &Event) -> bool {
+        let cpu_ok = |x: i64| (0..crate::trace::MAX_CPUS as i64).contains(&x);
+        let named_ok = match &e.kind {
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => cpu_ok(w.target_cpu as i64),
+            EventKind::Migrate {
+                orig_cpu, dest_cpu, ..
+            } => cpu_ok(*orig_cpu as i64) && cpu_ok(*dest_cpu as i64),
+            _ => true,
+        };
+        cpu_ok(e.cpu as i64) && named_ok
+    }
+
+    /// RT and IRQ pressure (avg_rt, avg_irq) of `cpu` up to now, under the state since
+    /// the last event there; every event on the CPU does this first.
+    fn update_pressure(&mut self, cpu: u32, now: u64) {
+        let cs = &mut self.cpus[cpu as usize];
+        let in_irq = cs.irq_depth > 0;
+        let rt = cs.curr != 0 && cs.curr_prio < 100;
+        cs.irq_avg
+            .update(now, in_irq as u64, in_irq as u64, in_irq, 1);
+        cs.rt_avg.update(now, rt as u64, rt as u64, rt, 1);
+    }
+
+    /// sched_switch, the previous task's side: it leaves `cpu`, still queued there if
+    /// preempted, off every runqueue if it blocked. Its load stays on (or joins) `cpu`.
+    fn switch_out(&mut self, cpu: u32, pid: i32, comm: Comm, state: i64, now: u64) {
+        if pid == 0 {
+            return;
+        }
+        let elsewhere = self
+            .tasks
+            .get(&pid)
+            .and_then(|t| t.running_on)
+            .is_some_and(|r| r != cpu);
+        if elsewhere {
+            // Already switched in on another CPU: this switch-out comes late (the
+            // CPUs' clocks disagree), and its runqueue is that one's now.
+            self.task(pid, comm, now);
+            return;
+        }
+        let still_queued = state == 0 || state & PREEMPTED != 0;
+        let t = self.task(pid, comm, now);
+        t.running_on = None;
+        t.cpu = Some(cpu);
+        if still_queued {
+            // Preempted: it waits on this runqueue. Held on none, it ran here
+            // unseen (the trace's start).
+            if self.enqueue(pid, cpu) {
+                self.repairs.moved += 1;
+            }
+        } else {
+            self.tasks.get_mut(&pid).expect("made above").blocked_at = Some(now);
+            if self.dequeue(pid).is_some_and(|h| h != cpu) {
+                self.repairs.moved += 1;
+            }
+        }
+        // Its load is on this CPU (first seen here, or moved unseen).
+        self.attach(pid, cpu, now);
+    }
+
+    /// sched_switch, the next task's side: it runs on `cpu`, queued there; pid 0 (the
+    /// idle task) empties the runqueue and starts an idle period.
+    fn switch_in(&mut self, cpu: u32, pid: i32, comm: Comm, prio: i32, now: u64) {
+        if pid != 0 {
+            let t = self.task(pid, comm, now);
+            t.prio = prio;
+            t.running_on = Some(cpu);
+            t.cpu = Some(cpu);
+            // Held on none: running without a wakeup we saw (the trace's start),
+            // so it was queued here. Held elsewhere: moved, a repair.
+            if self.enqueue(pid, cpu) {
+                self.repairs.moved += 1;
+            }
+            self.attach(pid, cpu, now);
+        } else {
+            self.go_idle(cpu, now);
+        }
+        self.cpus[cpu as usize].curr = pid;
+        self.cpus[cpu as usize].curr_prio = prio;
+    }
+
+    /// A CPU picking its idle task: nothing is runnable on it, so whatever its runqueue
+    /// still holds is dropped (a repair), and the idle period starts.
+    fn go_idle(&mut self, cpu: u32, now: u64) {
+        let stale = std::mem::take(&mut self.cpus[cpu as usize].queued);
+        self.repairs.dropped_at_idle += stale.len() as u64;
+        for p in stale {
+            if let Some(t) = self.tasks.get_mut(&p) {
+                t.rq = None;
+            }
+        }
+        // Newidle balance stamps the rq just before it idles.
+        self.cpus[cpu as usize].idle_stamp = Some(now);
+    }
+
+    /// sched_wakeup / sched_wakeup_new (`new`): the task is enqueued on its target CPU,
+    /// its load attached there; ends the target's idle period, if any.
+    fn wakeup(&mut self, w: &Wake, new: bool, now: u64) -> Change {
+        let target = w.target_cpu.max(0) as u32;
+        self.ensure_cpu(target);
+        self.update_cpu_avg(target, now);
+        let (held, attached) = {
+            let t = self.task(w.pid, w.comm, now);
+            t.cpu = Some(target);
+            if new {
+                t.avg = Avg::starting_at(now);
+                t.attached = None;
+            }
+            (t.rq, t.attached)
+        };
+        match held {
+            // ttwu_runnable: still queued here, nothing moves.
+            Some(h) if h == target => {
+                self.update_task_avg(w.pid, now);
+                return Change::None;
+            }
+            // Held on another CPU's runqueue, but woken onto this one: it had
+            // left that one unseen. Woken here as any other.
+            Some(_) => {
+                self.dequeue(w.pid);
+                self.repairs.moved += 1;
+            }
+            None => {}
+        }
+        // enqueue_entity's update_load_avg(DO_ATTACH): a task still attached here
+        // is aged over its sleep; one that migrated (removed from its old CPU) is
+        // attached as it was synced there, without ageing.
+        match attached {
+            Some(a) if a == target => self.update_task_avg(w.pid, now),
+            // Moved without a sched_migrate_task: removed from there as at one.
+            Some(_) => self.remove(w.pid, now),
+            None => {}
+        }
+        self.attach(w.pid, target, now);
+        self.enqueue(w.pid, target);
+        let cs = &mut self.cpus[target as usize];
+        cs.pending = cs.pending.saturating_sub(1);
+        self.end_idle(target, now)
+    }
+
+    /// A wakeup activating a task on `cpu` ends its idle period: the period joins
+    /// avg_idle, which policies hear of.
+    fn end_idle(&mut self, cpu: u32, now: u64) -> Change {
+        let cs = &mut self.cpus[cpu as usize];
+        let Some(stamp) = cs.idle_stamp.take() else {
+            return Change::None;
+        };
+        // update_avg(&rq->avg_idle, delta), capped at 2·max_idle_balance_cost.
+        let delta = now.saturating_sub(stamp) as i64;
+        let avg = cs.avg_idle as i64;
+        let capped = (avg + (delta - avg) / 8).max(0) as u64;
+        cs.avg_idle = capped.min(2 * cs.max_idle_balance_cost);
+        Change::AvgIdle {
+            cpu,
+            avg_idle: cs.avg_idle,
+        }
+    }
+
+    /// sched_migrate_task: a waiting task moved by load balance changes runqueue and
+    /// carries its load; a sleeping one being woken elsewhere leaves its load behind
+    /// as removed load. A running task's move shows at its next switch.
+    fn migrate(&mut self, pid: i32, comm: Comm, orig_cpu: i32, dest_cpu: i32, now: u64) {
+        let (orig, dest) = (
+            orig_cpu.max(0).unsigned_abs(),
+            dest_cpu.max(0).unsigned_abs(),
+        );
+        self.ensure_cpu(dest);
+        self.ensure_cpu(orig);
+        let (queued, running) = {
+            let t = self.task(pid, comm, now);
+            t.cpu = Some(dest);
+            (t.rq.is_some(), t.running_on.is_some())
+        };
+        if queued && !running {
+            // A load-balance move of a waiting task. The dequeue brings orig and
+            // the task up to now and detaches it at once; the enqueue brings
+            // dest up to now and attaches it, aligned to dest's window.
+            self.update_cpu_avg(orig, now);
+            self.update_task_avg(pid, now);
+            if let Some(a) = self.tasks.get(&pid).and_then(|t| t.attached) {
+                self.detach(pid, a);
+            }
+            if self.dequeue(pid).is_some_and(|h| h != orig) {
+                self.repairs.moved += 1;
+            }
+            self.update_cpu_avg(dest, now);
+            self.attach(pid, dest, now);
+            self.enqueue(pid, dest);
+        } else if !running {
+            // A wakeup migration (set_task_cpu between waking and wakeup):
+            // migrate_task_rq_fair's remove_entity_load_avg. Neither CPU is
+            // updated; the wakeup's enqueue attaches the task.
+            self.remove(pid, now);
+        }
+    }
+
+    /// sched_process_fork on `cpu`: the child starts with the parent's CPU as its
+    /// recent_used_cpu and the parent's wakee flips.
+    fn fork(&mut self, cpu: u32, parent_pid: i32, child_pid: i32, child_comm: Comm, now: u64) {
+        // wake_up_new_task starts recent_used_cpu at the parent's CPU.
+        let parent_cpu = self
+            .tasks
+            .get(&parent_pid)
+            .and_then(|t| t.cpu)
+            .unwrap_or(cpu);
+        // dup_task_struct copies the parent, and __sched_fork resets none of
+        // wakee_flips, wakee_flip_decay_ts and last_wakee: the child starts with
+        // the parent's. They only change in record_wakee, when the child wakes
+        // someone, so a child that seldom does keeps them (and wake_wide sees
+        // them) for its whole life.
+        let inherited = self
+            .tasks
+            .get(&parent_pid)
+            .map(|p| (p.wakee_flips, p.wakee_flip_decay_ts, p.last_wakee));
+        let t = self.task(child_pid, child_comm, now);
+        t.recent_used_cpu = Some(parent_cpu);
+        if let Some((flips, decay_ts, last_wakee)) = inherited {
+            t.wakee_flips = flips;
+            t.wakee_flip_decay_ts = decay_ts;
+            t.last_wakee = last_wakee;
+        }
+    }
+
+    /// sched_process_exit: the task wakes no one any more.
+    fn exit(&mut self, pid: i32) {
+        if let Some(t) = self.tasks.get_mut(&pid) {
+            t.last_wakee = 0;
         }
     }
 

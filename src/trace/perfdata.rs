@@ -44,6 +44,25 @@ const HEADER_LEN: u64 = 104;
 fn check_header(path: &Path) -> Result<(u64, u64)> {
     let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map_err(|e| TraceError::io(path, e))?.len();
+    let h = read_fixed_header(&mut f, path, len)?;
+    check_sections(path, &h, len)?;
+    let (table, entries) = read_feature_table(&mut f, path, &h, len)?;
+    check_feature_sections(&mut f, path, &h, len, table, &entries)?;
+    // After the walk above, which checks the sections' bounds first.
+    if let Some(i) = feature_index(&h, NRCPUS_BIT) {
+        check_nrcpus(&mut f, path, table, &entries, i)?;
+    }
+    Ok((le_u64(&h, 40), le_u64(&h, 48)))
+}
+
+/// The little-endian u64 at `at` in `b`.
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Reads the fixed part of the header of a file of `len` bytes: not empty, the magic
+/// first, and all of it there.
+fn read_fixed_header(f: &mut File, path: &Path, len: u64) -> Result<[u8; HEADER_LEN as usize]> {
     if len == 0 {
         return Err(TraceError::malformed(
             path,
@@ -67,9 +86,13 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
             format!("expected a {HEADER_LEN}-byte perf.data header, the file ends after {n} bytes"),
         ));
     }
-    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+    Ok(h)
+}
+
+/// The header's three sections (attrs, data, event types) end within the file.
+fn check_sections(path: &Path, h: &[u8], len: u64) -> Result<()> {
     for (name, at) in [("attrs", 24usize), ("data", 40), ("event types", 56)] {
-        let (off, size) = (u64_at(at), u64_at(at + 8));
+        let (off, size) = (le_u64(h, at), le_u64(h, at + 8));
         if off.checked_add(size).is_none_or(|end| end > len) {
             return Err(TraceError::malformed(
                 path,
@@ -81,12 +104,17 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
             ));
         }
     }
-    // Feature sections: one (offset, size) pair per feature bit, right after the data.
+    Ok(())
+}
+
+/// Reads the feature sections' table: one (offset, size) pair per feature bit set,
+/// right after the data. Returns where it is and its entries, 16 bytes each.
+fn read_feature_table(f: &mut File, path: &Path, h: &[u8], len: u64) -> Result<(u64, Vec<u8>)> {
     let features = h[72..104]
         .iter()
         .map(|b| b.count_ones() as u64)
         .sum::<u64>();
-    let table = u64_at(40) + u64_at(48);
+    let table = le_u64(h, 40) + le_u64(h, 48);
     if table + features * 16 > len {
         return Err(TraceError::malformed(
             path,
@@ -102,14 +130,29 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
     let mut entries = vec![0u8; (features * 16) as usize];
     f.read_exact(&mut entries)
         .map_err(|e| TraceError::io(path, e))?;
-    // HEADER_EVENT_DESC's entry, if present: its index among the set feature bits.
+    Ok((table, entries))
+}
+
+/// A feature's entry in the feature table, if its bit is set: its index among the set
+/// feature bits.
+fn feature_index(h: &[u8], bit: usize) -> Option<usize> {
     let bit_set = |b: usize| h[72 + b / 8] & (1 << (b % 8)) != 0;
-    let index_of = |bit: usize| bit_set(bit).then(|| (0..bit).filter(|&b| bit_set(b)).count());
-    let event_desc = index_of(EVENT_DESC_BIT);
-    let nrcpus = index_of(NRCPUS_BIT);
+    bit_set(bit).then(|| (0..bit).filter(|&b| bit_set(b)).count())
+}
+
+/// Every feature section ends within the file, and HEADER_EVENT_DESC's, if present,
+/// holds together.
+fn check_feature_sections(
+    f: &mut File,
+    path: &Path,
+    h: &[u8],
+    len: u64,
+    table: u64,
+    entries: &[u8],
+) -> Result<()> {
+    let event_desc = feature_index(h, EVENT_DESC_BIT);
     for (i, e) in entries.chunks(16).enumerate() {
-        let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
-        let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
+        let (off, size) = (le_u64(e, 0), le_u64(e, 8));
         if off.checked_add(size).is_none_or(|end| end > len) {
             return Err(TraceError::malformed(
                 path,
@@ -138,31 +181,32 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
             }
         }
     }
-    // After the walk above, which checks the sections' bounds first.
-    if let Some(i) = nrcpus {
-        let e = &entries[i * 16..i * 16 + 16];
-        let off = u64::from_le_bytes(e[0..8].try_into().unwrap());
-        let size = u64::from_le_bytes(e[8..16].try_into().unwrap());
-        // Per-CPU tables are sized by it.
-        let mut d = [0u8; 8];
-        if size < 8 {
-            return Err(TraceError::malformed(
-                path,
-                Position::Offset(table + i as u64 * 16),
-                format!("the NRCPUS feature section has {size} bytes, expected 8"),
-            ));
-        }
-        f.seek(SeekFrom::Start(off))
-            .map_err(|e| TraceError::io(path, e))?;
-        f.read_exact(&mut d).map_err(|e| TraceError::io(path, e))?;
-        for (at, what) in [(0usize, "available"), (4, "online")] {
-            let n = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
-            super::check_cpu_count(n as u64, &format!("the NRCPUS header ({what})")).map_err(
-                |w| TraceError::malformed(path, Position::Offset(off + at as u64), w.to_string()),
-            )?;
-        }
+    Ok(())
+}
+
+/// HEADER_NRCPUS, entry `i` of the feature table: both CPU counts within what a
+/// machine can have, since per-CPU tables are sized by them.
+fn check_nrcpus(f: &mut File, path: &Path, table: u64, entries: &[u8], i: usize) -> Result<()> {
+    let e = &entries[i * 16..i * 16 + 16];
+    let (off, size) = (le_u64(e, 0), le_u64(e, 8));
+    let mut d = [0u8; 8];
+    if size < 8 {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(table + i as u64 * 16),
+            format!("the NRCPUS feature section has {size} bytes, expected 8"),
+        ));
     }
-    Ok((u64_at(40), u64_at(48)))
+    f.seek(SeekFrom::Start(off))
+        .map_err(|e| TraceError::io(path, e))?;
+    f.read_exact(&mut d).map_err(|e| TraceError::io(path, e))?;
+    for (at, what) in [(0usize, "available"), (4, "online")] {
+        let n = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+        super::check_cpu_count(n as u64, &format!("the NRCPUS header ({what})")).map_err(|w| {
+            TraceError::malformed(path, Position::Offset(off + at as u64), w.to_string())
+        })?;
+    }
+    Ok(())
 }
 
 /// Walks HEADER_EVENT_DESC: {nr, attr_size, nr × {attr, nr_ids, string, ids}}, every

@@ -141,20 +141,206 @@ pub struct Decision {
     pub steps: Vec<String>,
 }
 
-struct Walk<'a> {
+/// One search in progress: what it reads, and what it has counted, probed and noted so
+/// far.
+struct Search<'a> {
+    m: &'a Machine,
+    policy: &'a mut dyn Policy,
+    time: &'a TimeModel,
     caploads: &'a [u32],
     explain: bool,
     steps: Vec<String>,
+    k: SisCounters,
+    /// Runqueues examined in select_idle_cpu and select_idle_smt.
+    probed: u32,
 }
 
-impl Walk<'_> {
+impl Search<'_> {
     fn note(&mut self, f: impl FnOnce() -> String) {
         if self.explain {
             self.steps.push(f());
         }
     }
+
     fn capload(&self, cpu: u32) -> u32 {
         self.caploads.get(cpu as usize).copied().unwrap_or(1023)
+    }
+
+    /// Idle, and one the policy takes (capacity-aware policies turn some down).
+    fn usable(&self, cpu: u32) -> bool {
+        self.m.is_idle(cpu) && self.policy.accepts(cpu, self.capload(cpu))
+    }
+
+    /// Ends the search on `cpu`, decided by `path`; a search that probed no runqueue
+    /// costs nothing in the time model.
+    fn done(self, cpu: u32, path: Path) -> Decision {
+        let probed = self.probed;
+        Decision {
+            cpu,
+            path,
+            probed,
+            search_ns: if probed > 0 {
+                self.time.entry_ns + probed as u64 * self.time.probe_ns
+            } else {
+                0
+            },
+            counters: self.k,
+            steps: self.steps,
+        }
+    }
+
+    /// The checks before any scan, in the kernel's order: target, prev (in target's
+    /// LLC), prev when woken by a per-CPU kthread running there, recent_used_cpu.
+    fn early_pick(&mut self, w: &Wakee) -> Option<(u32, Path)> {
+        let (m, topo) = (self.m, &self.m.topo);
+        let (target, prev) = (w.target, w.prev);
+        if self.usable(target) {
+            self.note(|| format!("target {target} idle, took it"));
+            return Some((target, Path::Target));
+        }
+        self.note(|| format!("target {target} busy"));
+        if prev != target && topo.share_cache(prev, target) && self.usable(prev) {
+            self.note(|| format!("prev {prev} idle, took it"));
+            return Some((prev, Path::Prev));
+        }
+        if prev != target {
+            self.note(|| format!("prev {prev} busy or in another LLC"));
+        }
+        if w.waker_is_percpu_kthread
+            && w.in_task
+            && prev == w.waker_cpu
+            && m.cpus
+                .get(prev as usize)
+                .is_some_and(|c| c.nr_running() <= 1)
+        {
+            self.note(|| format!("woken by a per-CPU kthread on prev {prev}: stacked there"));
+            return Some((prev, Path::Kthread));
+        }
+        if let Some(r) = w.recent_used_cpu {
+            if r != prev && r != target {
+                if topo.share_cache(r, target) && self.usable(r) {
+                    self.k.recent_hit += 1;
+                    self.note(|| format!("recent {r} idle, took it"));
+                    return Some((r, Path::Recent));
+                }
+                self.k.recent_miss += 1;
+                self.note(|| format!("recent {r} not usable"));
+            }
+        }
+        None
+    }
+
+    /// select_idle_smt: with no idle core in the LLC, prev's SMT siblings in target's
+    /// LLC, in order.
+    fn select_idle_smt(&mut self, w: &Wakee, span: &[u32], has_idle_core: bool) -> Option<u32> {
+        let topo = &self.m.topo;
+        if !topo.smt_active || has_idle_core || !topo.share_cache(w.prev, w.target) {
+            return None;
+        }
+        for &s in &topo.smt[w.prev as usize] {
+            if s == w.prev || !span.contains(&s) {
+                continue;
+            }
+            self.probed += 1;
+            self.k.scanned += 1;
+            if self.usable(s) {
+                self.note(|| format!("SMT sibling {s} of prev idle, took it"));
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// select_idle_cpu with an idle core in the LLC: select_idle_core on each core in
+    /// scan order, unbounded, taking the first whole idle core, else the first idle
+    /// CPU seen on the way.
+    fn select_idle_core(
+        &mut self,
+        order: impl Iterator<Item = u32>,
+        span: &[u32],
+    ) -> Option<(u32, Path)> {
+        let (m, topo) = (self.m, &self.m.topo);
+        let mut removed: Vec<u32> = Vec::new();
+        let mut fallback = None;
+        for c in order {
+            if removed.contains(&c) {
+                continue;
+            }
+            self.k.core_search += 1;
+            let sibs = &topo.smt[c as usize];
+            let mut all_idle = true;
+            for &s in sibs {
+                self.probed += 1;
+                self.k.scanned += 1;
+                if m.is_idle(s) {
+                    if fallback.is_none()
+                        && span.contains(&s)
+                        && self.policy.accepts(s, self.capload(s))
+                    {
+                        fallback = Some(s);
+                    }
+                } else {
+                    all_idle = false;
+                }
+            }
+            if all_idle {
+                self.note(|| format!("idle core at {c}, took it"));
+                return Some((c, Path::Core));
+            }
+            self.k.core_failed += 1;
+            removed.extend_from_slice(sibs);
+        }
+        let f = fallback?;
+        self.note(|| format!("no idle core; idle CPU {f} seen on the way"));
+        Some((f, Path::Cpu))
+    }
+
+    /// select_idle_cpu without an idle core: up to the policy's budget of CPUs in scan
+    /// order, taking the first idle one the policy accepts, else the idle one with the
+    /// most spare capacity seen. The policy hears the scan's cost unless the budget
+    /// ran out with nothing found.
+    fn scan_cpus(
+        &mut self,
+        ctx: &ScanContext,
+        budget: Budget,
+        order: impl Iterator<Item = u32>,
+    ) -> Option<u32> {
+        let m = self.m;
+        let limit = budget.cpus(ctx.llc_size);
+        self.note(|| format!("budget {limit}"));
+        let mut backup: Option<(u32, u32)> = None;
+        let mut exhausted_budget = false;
+        let mut found = None;
+        let mut seen = Vec::new();
+        for (examined, c) in order.enumerate() {
+            if examined as u32 == limit {
+                exhausted_budget = true;
+                break;
+            }
+            self.probed += 1;
+            self.k.scanned += 1;
+            if self.explain {
+                seen.push(c);
+            }
+            if m.is_idle(c) {
+                let cap = self.capload(c);
+                if self.policy.accepts(c, cap) {
+                    found = Some(c);
+                    break;
+                }
+                if backup.is_none_or(|(_, b)| cap > b) {
+                    backup = Some((c, cap));
+                }
+            }
+        }
+        self.note(|| format!("probed {seen:?}"));
+        if !exhausted_budget || found.is_some() {
+            let cost = self.time.entry_ns + self.probed as u64 * self.time.probe_ns;
+            self.policy.after_scan(ctx, cost);
+        }
+        let c = found.or(backup.map(|b| b.0))?;
+        self.note(|| format!("took {c}"));
+        Some(c)
     }
 }
 
@@ -167,84 +353,34 @@ pub fn select_idle_sibling(
     caploads: &[u32],
     explain: bool,
 ) -> Decision {
-    let mut k = SisCounters {
-        search: 1,
-        scanned: 1,
-        ..Default::default()
-    };
-    let mut walk = Walk {
+    let mut s = Search {
+        m,
+        policy,
+        time,
         caploads,
         explain,
         steps: Vec::new(),
-    };
-    let topo = &m.topo;
-    let (target, prev) = (w.target, w.prev);
-    let usable = |walk: &Walk, cpu: u32| m.is_idle(cpu) && policy.accepts(cpu, walk.capload(cpu));
-    let done = |cpu, path, probed: u32, k: SisCounters, walk: Walk| Decision {
-        cpu,
-        path,
-        probed,
-        search_ns: if probed > 0 {
-            time.entry_ns + probed as u64 * time.probe_ns
-        } else {
-            0
+        k: SisCounters {
+            search: 1,
+            scanned: 1,
+            ..Default::default()
         },
-        counters: k,
-        steps: walk.steps,
+        probed: 0,
     };
-    if usable(&walk, target) {
-        walk.note(|| format!("target {target} idle, took it"));
-        return done(target, Path::Target, 0, k, walk);
+    if let Some((cpu, path)) = s.early_pick(w) {
+        return s.done(cpu, path);
     }
-    walk.note(|| format!("target {target} busy"));
-    if prev != target && topo.share_cache(prev, target) && usable(&walk, prev) {
-        walk.note(|| format!("prev {prev} idle, took it"));
-        return done(prev, Path::Prev, 0, k, walk);
-    }
-    if prev != target {
-        walk.note(|| format!("prev {prev} busy or in another LLC"));
-    }
-    if w.waker_is_percpu_kthread
-        && w.in_task
-        && prev == w.waker_cpu
-        && m.cpus
-            .get(prev as usize)
-            .is_some_and(|c| c.nr_running() <= 1)
-    {
-        walk.note(|| format!("woken by a per-CPU kthread on prev {prev}: stacked there"));
-        return done(prev, Path::Kthread, 0, k, walk);
-    }
-    if let Some(r) = w.recent_used_cpu {
-        if r != prev && r != target {
-            if topo.share_cache(r, target) && usable(&walk, r) {
-                k.recent_hit += 1;
-                walk.note(|| format!("recent {r} idle, took it"));
-                return done(r, Path::Recent, 0, k, walk);
-            }
-            k.recent_miss += 1;
-            walk.note(|| format!("recent {r} not usable"));
-        }
-    }
-    k.domain_search += 1;
+    s.k.domain_search += 1;
+    let topo = &m.topo;
+    let target = w.target;
     let span = topo.llc_span(target);
-    let mut probed = 0u32;
     // has_idle_cores taken as the truth (the kernel's hint can lag either way).
     let has_idle_core = topo.smt_active
         && span
             .iter()
             .any(|&c| topo.smt[c as usize].iter().all(|&s| m.is_idle(s)));
-    if topo.smt_active && !has_idle_core && topo.share_cache(prev, target) {
-        for &s in &topo.smt[prev as usize] {
-            if s == prev || !span.contains(&s) {
-                continue;
-            }
-            probed += 1;
-            k.scanned += 1;
-            if usable(&walk, s) {
-                walk.note(|| format!("SMT sibling {s} of prev idle, took it"));
-                return done(s, Path::Smt, probed, k, walk);
-            }
-        }
+    if let Some(cpu) = s.select_idle_smt(w, span, has_idle_core) {
+        return s.done(cpu, Path::Smt);
     }
     let ctx = ScanContext {
         llc: topo.llc(target),
@@ -254,83 +390,22 @@ pub fn select_idle_sibling(
         now_ns: w.now_ns,
         idle_core: has_idle_core,
     };
-    let budget = policy.budget(&ctx);
+    let budget = s.policy.budget(&ctx);
     // Scan order: for_each_cpu_wrap from target + 1; target itself comes last.
     let start = span.iter().position(|&c| c > target).unwrap_or(0);
     let order = span[start..].iter().chain(span[..start].iter()).copied();
-    if budget == Budget::Cpus(0) {
-        walk.note(|| "budget 0: no scan".to_string());
+    let picked = if budget == Budget::Cpus(0) {
+        s.note(|| "budget 0: no scan".to_string());
+        None
     } else if has_idle_core {
-        let mut removed: Vec<u32> = Vec::new();
-        let mut fallback = None;
-        for c in order {
-            if removed.contains(&c) {
-                continue;
-            }
-            k.core_search += 1;
-            let sibs = &topo.smt[c as usize];
-            let mut all_idle = true;
-            for &s in sibs {
-                probed += 1;
-                k.scanned += 1;
-                if m.is_idle(s) {
-                    if fallback.is_none() && span.contains(&s) && policy.accepts(s, walk.capload(s))
-                    {
-                        fallback = Some(s);
-                    }
-                } else {
-                    all_idle = false;
-                }
-            }
-            if all_idle {
-                walk.note(|| format!("idle core at {c}, took it"));
-                return done(c, Path::Core, probed, k, walk);
-            }
-            k.core_failed += 1;
-            removed.extend_from_slice(sibs);
-        }
-        if let Some(f) = fallback {
-            walk.note(|| format!("no idle core; idle CPU {f} seen on the way"));
-            return done(f, Path::Cpu, probed, k, walk);
-        }
+        s.select_idle_core(order, span)
     } else {
-        let limit = budget.cpus(span.len() as u32);
-        walk.note(|| format!("budget {limit}"));
-        let mut backup: Option<(u32, u32)> = None;
-        let mut exhausted_budget = false;
-        let mut found = None;
-        let mut seen = Vec::new();
-        for (examined, c) in order.enumerate() {
-            if examined as u32 == limit {
-                exhausted_budget = true;
-                break;
-            }
-            probed += 1;
-            k.scanned += 1;
-            if walk.explain {
-                seen.push(c);
-            }
-            if m.is_idle(c) {
-                let cap = walk.capload(c);
-                if policy.accepts(c, cap) {
-                    found = Some(c);
-                    break;
-                }
-                if backup.is_none_or(|(_, b)| cap > b) {
-                    backup = Some((c, cap));
-                }
-            }
-        }
-        walk.note(|| format!("probed {seen:?}"));
-        if !exhausted_budget || found.is_some() {
-            policy.after_scan(&ctx, time.entry_ns + probed as u64 * time.probe_ns);
-        }
-        if let Some(c) = found.or(backup.map(|b| b.0)) {
-            walk.note(|| format!("took {c}"));
-            return done(c, Path::Cpu, probed, k, walk);
-        }
+        s.scan_cpus(&ctx, budget, order).map(|c| (c, Path::Cpu))
+    };
+    if let Some((cpu, path)) = picked {
+        return s.done(cpu, path);
     }
-    k.failed += 1;
-    walk.note(|| format!("no idle CPU found: target {target}"));
-    done(target, Path::Failed, probed, k, walk)
+    s.k.failed += 1;
+    s.note(|| format!("no idle CPU found: target {target}"));
+    s.done(target, Path::Failed)
 }
