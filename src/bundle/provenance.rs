@@ -131,9 +131,11 @@ pub struct CaptureRecord {
     pub search_latency: SearchLatency,
     /// Sched features and debugfs tunables when the capture started.
     pub sched_debug: SchedDebug,
-    /// /proc/schedstat before recording.
+    /// /proc/schedstat once tracing was on, before the workload started (captures
+    /// before this release read it before tracing was set up).
     pub schedstat_before: Readable,
-    /// /proc/schedstat after recording.
+    /// /proc/schedstat with tracing still on, after the workload ended or the capture
+    /// stopped it (captures before this release read it after the bundle was written).
     pub schedstat_after: Readable,
 }
 

@@ -634,14 +634,17 @@ fn record(
 ) -> Result<Meta, CaptureError> {
     let topology = Topology::from_sysfs(Path::new("/sys")).ok();
     let sched_debug = machine::sched_debug();
-    let schedstat_before = machine::schedstat();
     let (mut rec, search) = set_up(opts, root, spool_dir, watchdog)?;
     rec.set_tracing(true)?;
+    // The kernel's SIS counters are read while tracing is on, so they count the searches
+    // of the traced wakeups and not those of the capture's own set-up and tear-down.
+    let schedstat_before = machine::schedstat();
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
     // The recording is dropped on this error, which removes the instance.
     let mut child = start_workload(&opts.command, watchdog)?;
     let (stopped_by, workload) = run(opts, rec.as_ref(), &mut child, started, tty);
+    let schedstat_after = machine::schedstat();
     rec.set_tracing(false)?;
     let duration_s = started.elapsed().as_secs_f64();
     let workload = match child {
@@ -675,7 +678,7 @@ fn record(
         search_latency: search,
         sched_debug,
         schedstat_before,
-        schedstat_after: machine::schedstat(),
+        schedstat_after,
     };
     write_capture(&mut spool, &counters, dest, topology, record)
 }
