@@ -6,7 +6,8 @@
 //!
 //! - **Reading**: [`trace`] decodes trace.dat, perf.data and trace text into [`trace::Event`]s;
 //!   [`capture`] records them on this machine; [`bundle`] stores them as Parquet with
-//!   typed provenance; [`input`] opens either kind.
+//!   typed provenance; [`input`] opens either kind; [`derived`] turns the event stream
+//!   into run slices per CPU and wakeup latencies, for every command that needs them.
 //! - **The kernel model**: [`topology`] and [`presets`] describe machines; [`state`]
 //!   follows the traced machine event by event; [`wakeup`] is the kernel's wakeup path
 //!   (wake_affine, select_idle_sibling, periodic balance) shared by replay and
