@@ -12,6 +12,7 @@ use crate::bundle::{self, ImportOptions};
 use crate::sim::{Sim, SimOptions, SimResult};
 use crate::synth;
 use crate::topology::Topology;
+use crate::trace::causal::Ordered;
 use crate::trace::stream::VecSource;
 use crate::trace::SourceInfo;
 
@@ -193,7 +194,9 @@ pub fn write_bundle(
         comms: Default::default(),
         extra: Default::default(),
     };
-    let mut src = VecSource::new(info, events);
+    // Put in causal order once here, as an import does, so that meta.json records it and
+    // every later read of the bundle skips the pass.
+    let mut src = Ordered::new(VecSource::new(info, events));
     bundle::write_bundle(
         &mut src,
         dest,
