@@ -305,10 +305,10 @@ fn rig_script_check_of_a_kernel_built_from_source() {
 }
 
 /// The first kernel built from source (stock 6.1 + sis-stats + noinline) on the 2x4 guest:
-/// its own SIS counters are in meta.json's schedstat snapshots, and the traced policy's
-/// model, replayed over the same trace, counts nearly the same searches and runqueues
-/// scanned. The kernel counts every search between the snapshots (before tracing starts
-/// and after it stops), the model only the wakeups it replayed.
+/// its own SIS counters are in meta.json's schedstat snapshots, read while tracing was on,
+/// and the traced policy's model, replayed over the same trace, counts the same searches
+/// and runqueues scanned. Measured on these bundles: searches within 0.25 % of the
+/// kernel's in all six, runqueues scanned per search within 0.05.
 #[test]
 fn kernel_sis_counters_beside_the_model() {
     use sisreplay::metrics::kernel_sis;
@@ -334,28 +334,22 @@ fn kernel_sis_counters_beside_the_model() {
                 .unwrap()
                 .counters;
             let km = &m.counters;
+            let off = (k.search as f64 - km.search as f64).abs() / km.search as f64;
             assert!(
-                km.search >= k.search,
-                "{name}: {} < {}",
-                km.search,
-                k.search
+                off < 0.005,
+                "{name}: {} modelled, {} measured",
+                k.search,
+                km.search
             );
             // No SMT on 2x4: no idle-core search.
             assert_eq!((km.core_search, k.core_search), (0, 0), "{name}");
-            if workload == "pingpong" {
-                // Measured on these bundles: the model replays 99.3-99.5 % of the kernel's
-                // searches, and scans 2.16-2.64 runqueues per search against the kernel's
-                // 2.20-2.66.
-                assert!(k.search as f64 >= 0.99 * km.search as f64, "{name}");
-                let per =
-                    |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
-                assert!(
-                    (per(k) - per(km)).abs() < 0.1,
-                    "{name}: {} vs {}",
-                    per(k),
-                    per(km)
-                );
-            }
+            let per = |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
+            assert!(
+                (per(k) - per(km)).abs() < 0.1,
+                "{name}: {} vs {}",
+                per(k),
+                per(km)
+            );
         }
     }
 }
