@@ -355,7 +355,9 @@ fn kernel_sis_counters_beside_the_model() {
 }
 
 /// A patched kernel is replayed with its patch's model: the SIS_UTIL captures of the
-/// sis-util-v3 kernel as sis_util_v3, whose counters sit beside the kernel's.
+/// sis-util-v3 kernel as sis_util_v3, whose counts of searches are the kernel's to within
+/// 0.5 % (measured: 0.2 %), and which picks the kernel's CPU for 95.3 % (hackbench) and
+/// 97.5 % (ping-pong) of the wakeups.
 #[test]
 fn sis_util_v3_kernel_is_replayed_with_the_v3_model() {
     use sisreplay::metrics::kernel_sis;
@@ -373,7 +375,13 @@ fn sis_util_v3_kernel_is_replayed_with_the_v3_model() {
             .find(|x| x.policy == r.as_kernel)
             .unwrap()
             .counters;
-        assert!(m.counters.search >= k.search && k.search > 0, "{workload}");
-        assert!(kernel_fidelity(&r).agreement_pct() >= 85.0, "{workload}");
+        let off = (k.search as f64 - m.counters.search as f64).abs() / m.counters.search as f64;
+        assert!(
+            off < 0.005,
+            "{workload}: {} vs {}",
+            k.search,
+            m.counters.search
+        );
+        assert!(kernel_fidelity(&r).agreement_pct() >= 95.0, "{workload}");
     }
 }
