@@ -103,11 +103,8 @@ def main():
         )
     w("")
     w("2. SIS counters: the model on the kernel's trace against the kernel's own counts")
-    w(f"   (relative difference; target within {COUNTER_TARGET:.0f} %, ! beyond). These captures read")
-    w("   /proc/schedstat before tracing was set up and after the bundle was written, so the")
-    w("   kernel's counts include searches the trace does not hold; on the hackbench runs")
-    w("   (600-13,000 traced wakeups) that is most of the difference, on the ping-pong runs")
-    w("   (22,000-58,000) under 1 %.")
+    w(f"   (relative difference; target within {COUNTER_TARGET:.0f} %, ! beyond). The captures read")
+    w("   /proc/schedstat while tracing was on, so both sides count the same wakeups.")
     w("")
     w(f"{'kernel':<32} {'trace':<28} {'search':>8} {'scanned':>8} {'failed':>8} {'scan/search':>11} {'se_eff':>13}")
     for kernel, b, f, modelled in rows:
