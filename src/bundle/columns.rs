@@ -432,8 +432,8 @@ thread_local! {
 /// panic on some damaged files (an `offset + len out of bounds` assertion on a corrupt
 /// definition-level run, found by the `bundle` fuzz target: tests/fixtures) instead of
 /// returning an error; a damaged bundle must give one line and exit 2 like any bad input.
-/// The error is the panic's message.
-fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+/// The error carries the panic's message.
+fn contained<T>(f: impl FnOnce() -> T) -> Result<T, Problem> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let prev = std::panic::take_hook();
@@ -447,10 +447,12 @@ fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     CONTAINED.with(|c| c.set(false));
     r.map_err(|p| {
-        p.downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into())
+        Problem::ReaderPanicked(
+            p.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into()),
+        )
     })
 }
 
@@ -490,7 +492,7 @@ impl EventReader {
     pub fn open(path: &Path) -> Result<EventReader, EventsError> {
         let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
         let (batches, unread) = contained(|| record_batches(file))
-            .map_err(|why| EventsError::file(path, Problem::ReaderPanicked(why)))?
+            .map_err(|problem| EventsError::file(path, problem))?
             .map_err(|e| EventsError::file(path, e))?;
         Ok(EventReader {
             path: path.into(),
@@ -538,9 +540,11 @@ impl EventReader {
             }
             let next = match contained(|| self.batches.next()) {
                 Ok(next) => next,
-                Err(why) => {
-                    self.failed = Some(why.clone());
-                    return Err(self.at_row(self.row(), Problem::ReaderPanicked(why)));
+                Err(problem) => {
+                    if let Problem::ReaderPanicked(why) = &problem {
+                        self.failed = Some(why.clone());
+                    }
+                    return Err(self.at_row(self.row(), problem));
                 }
             };
             let Some(batch) = next else {

@@ -360,23 +360,38 @@ pub(super) enum BackendArg {
     Perf,
 }
 
-pub(super) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+/// A duration flag's value that is not one.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadDuration {
+    #[error("{0:?} is not a duration like 100s or 500ms")]
+    NotANumber(String),
+    #[error("unknown unit {unit:?} in {given:?}: use s, ms, m or h")]
+    Unit { unit: String, given: String },
+    #[error("{0:?}: a capture needs a positive duration")]
+    NotPositive(String),
+}
+
+/// `100s`, `500ms`, `2m`, `1h`, or plain seconds.
+pub(super) fn parse_duration(s: &str) -> Result<std::time::Duration, BadDuration> {
     let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
         Some(i) => s.split_at(i),
         None => (s, "s"),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 100s or 500ms"))?;
+    let v: f64 = num.parse().map_err(|_| BadDuration::NotANumber(s.into()))?;
     let secs = match unit {
         "s" => v,
         "ms" => v / 1e3,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("unknown unit {unit:?} in {s:?}: use s, ms, m or h")),
+        _ => {
+            return Err(BadDuration::Unit {
+                unit: unit.into(),
+                given: s.into(),
+            })
+        }
     };
     if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("{s:?}: a capture needs a positive duration"));
+        return Err(BadDuration::NotPositive(s.into()));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
