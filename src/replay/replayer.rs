@@ -366,7 +366,15 @@ impl<'o> Replayer<'o> {
             slot,
         };
         let probe_ns = selection.and_then(|s| s.duration_ns);
-        for a in self.arms.iter_mut() {
+        // The traced kernel's own search (the first arm's without one) is what clears
+        // the LLC's has_idle_cores hint.
+        let mut clears_idle_cores = false;
+        let hint_arm = self
+            .arms
+            .iter()
+            .position(|a| a.metrics.fidelity.is_some())
+            .unwrap_or(0);
+        for (i, a) in self.arms.iter_mut().enumerate() {
             let m = &self.machine;
             let d = select_idle_sibling(
                 m,
@@ -393,6 +401,10 @@ impl<'o> Replayer<'o> {
             for o in self.observers.iter_mut() {
                 o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
             }
+            clears_idle_cores |= i == hint_arm && d.cleared_idle_cores;
+        }
+        if clears_idle_cores {
+            self.machine.clear_idle_cores(wakee.target);
         }
         note_recent_used(&mut self.machine, pid, &wakee);
         if ipi {

@@ -1138,6 +1138,9 @@ impl Sim {
             &self.balancer.caploads,
             false,
         );
+        if d.cleared_idle_cores {
+            self.m.clear_idle_cores(chosen.wakee.target);
+        }
         note_recent_used(&mut self.m, self.tasks[t].pid, &chosen.wakee);
         let r = &mut self.result;
         r.counters.add(&d.counters);

@@ -234,6 +234,11 @@ pub struct Machine {
     pub tasks: HashMap<i32, TaskState, BuildHasherDefault<ahash::AHasher>>,
     /// Runqueue membership mended so far.
     pub repairs: Repairs,
+    /// Per LLC id: sd_llc_shared->has_idle_cores, the kernel's hint that the LLC has a
+    /// wholly idle core. Set when a CPU goes idle with all its SMT siblings idle, cleared
+    /// only by a search that looked for an idle core and found none, so it can stay set
+    /// after the cores have filled. None until first set or cleared: the truth is used.
+    pub idle_cores: BTreeMap<u32, bool>,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -272,6 +277,45 @@ impl Machine {
             topo,
             tasks: HashMap::default(),
             repairs: Repairs::default(),
+            idle_cores: BTreeMap::new(),
+        }
+    }
+
+    /// test_idle_cores(cpu): the hint of `cpu`'s LLC, or whether a core there is wholly
+    /// idle while the hint is unknown (the trace's start).
+    pub fn has_idle_cores(&self, cpu: u32) -> bool {
+        let topo = &self.topo;
+        if !topo.smt_active {
+            return false;
+        }
+        match self.idle_cores.get(&topo.llc(cpu)) {
+            Some(&hint) => hint,
+            None => topo
+                .llc_span(cpu)
+                .iter()
+                .any(|&c| topo.smt[c as usize].iter().all(|&s| self.is_idle(s))),
+        }
+    }
+
+    /// set_idle_cores(cpu, false): a search for an idle core in `cpu`'s LLC found none.
+    pub fn clear_idle_cores(&mut self, cpu: u32) {
+        let llc = self.topo.llc(cpu);
+        self.idle_cores.insert(llc, false);
+    }
+
+    /// __update_idle_core, as a CPU picks its idle task: the LLC has an idle core when
+    /// all of this CPU's SMT siblings are idle too.
+    fn update_idle_core(&mut self, cpu: u32) {
+        let topo = &self.topo;
+        if !topo.smt_active {
+            return;
+        }
+        let idle_core = topo.smt[cpu as usize]
+            .iter()
+            .all(|&s| s == cpu || self.is_idle(s));
+        if idle_core {
+            let llc = topo.llc(cpu);
+            self.idle_cores.insert(llc, true);
         }
     }
 
@@ -596,6 +640,9 @@ impl Machine {
         }
         self.cpus[cpu as usize].curr = pid;
         self.cpus[cpu as usize].curr_prio = prio;
+        if pid == 0 {
+            self.update_idle_core(cpu);
+        }
     }
 
     /// A CPU picking its idle task: nothing is runnable on it, so whatever its runqueue
@@ -776,6 +823,41 @@ mod tests {
 
     fn machine(cpus: u32) -> Machine {
         Machine::new(Topo::new(&crate::topology::Topology::flat(cpus), cpus))
+    }
+
+    /// Two cores of two threads in one LLC: CPUs 0 and 1, CPUs 2 and 3.
+    fn smt_machine() -> Machine {
+        let mut t = crate::topology::Topology::flat(4);
+        for c in &mut t.cpus {
+            c.core = c.cpu / 2;
+            c.smt_siblings = vec![c.cpu & !1, c.cpu | 1];
+        }
+        Machine::new(Topo::new(&t, 4))
+    }
+
+    /// has_idle_cores as the kernel keeps it: unknown at the start (the truth is used),
+    /// set when a CPU idles with its sibling idle, left set while the core fills again,
+    /// and cleared only by a search that finds no idle core.
+    #[test]
+    fn the_idle_cores_hint_stays_set_until_a_search_clears_it() {
+        let mut m = smt_machine();
+        assert!(m.has_idle_cores(0), "all idle, hint unknown: the truth");
+        for (cpu, pid) in [(0, 10), (1, 11), (2, 12), (3, 13)] {
+            m.apply(&switch(1, cpu, 0, 0, pid));
+        }
+        assert!(!m.has_idle_cores(0), "all busy, hint unknown: the truth");
+        m.clear_idle_cores(0);
+        // CPU 3 idles while its sibling 2 runs: no idle core, no hint.
+        m.apply(&switch(2, 3, 13, 1, 0));
+        assert!(!m.has_idle_cores(3));
+        // CPU 2 idles with 3 idle: the core is idle, the hint is set.
+        m.apply(&switch(3, 2, 12, 1, 0));
+        assert!(m.has_idle_cores(0));
+        // The core fills again: the hint stays set (it is only a hint).
+        m.apply(&switch(4, 2, 0, 0, 12));
+        assert!(m.has_idle_cores(1));
+        m.clear_idle_cores(1);
+        assert!(!m.has_idle_cores(2));
     }
 
     /// CPU 1 runs task 1 and never idles. Task 2 is woken onto CPU 1 and queued there;

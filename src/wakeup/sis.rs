@@ -139,6 +139,9 @@ pub struct Decision {
     pub counters: SisCounters,
     /// The steps in words, when asked for.
     pub steps: Vec<String>,
+    /// The search looked for an idle core and found none: the kernel clears the LLC's
+    /// has_idle_cores hint (set_idle_cores(target, false)).
+    pub cleared_idle_cores: bool,
 }
 
 /// One search in progress: what it reads, and what it has counted, probed and noted so
@@ -186,6 +189,7 @@ impl Search<'_> {
             },
             counters: self.k,
             steps: self.steps,
+            cleared_idle_cores: false,
         }
     }
 
@@ -374,11 +378,8 @@ pub fn select_idle_sibling(
     let topo = &m.topo;
     let target = w.target;
     let span = topo.llc_span(target);
-    // has_idle_cores taken as the truth (the kernel's hint can lag either way).
-    let has_idle_core = topo.smt_active
-        && span
-            .iter()
-            .any(|&c| topo.smt[c as usize].iter().all(|&s| m.is_idle(s)));
+    // test_idle_cores: the kernel's hint, which can stay set after the cores filled.
+    let has_idle_core = m.has_idle_cores(target);
     if let Some(cpu) = s.select_idle_smt(w, span, has_idle_core) {
         return s.done(cpu, Path::Smt);
     }
@@ -398,7 +399,20 @@ pub fn select_idle_sibling(
         s.note(|| "budget 0: no scan".to_string());
         None
     } else if has_idle_core {
-        s.select_idle_core(order, span)
+        let found = s.select_idle_core(order, span);
+        if !matches!(found, Some((_, Path::Core))) {
+            let mut d = match found {
+                Some((cpu, path)) => s.done(cpu, path),
+                None => {
+                    s.k.failed += 1;
+                    s.note(|| format!("no idle CPU found: target {target}"));
+                    s.done(target, Path::Failed)
+                }
+            };
+            d.cleared_idle_cores = true;
+            return d;
+        }
+        found
     } else {
         s.scan_cpus(&ctx, budget, order).map(|c| (c, Path::Cpu))
     };
