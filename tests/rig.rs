@@ -149,7 +149,7 @@ fn hackbench_captured_with_the_captures_threads_in_the_trace() {
 
 /// The 2x4x2 NUMA machine (SMT, two nodes) under hackbench, captured with the capture's
 /// threads inside the trace (traces/rig/2x4x2-numa-own-threads): the model agrees at
-/// 94.5-97.0 %, far over both baselines (always prev 67-70 %, the waker's CPU 73-79 %),
+/// 94.5-97.1 %, far over both baselines (always prev 67-70 %, the waker's CPU 73-79 %),
 /// and moves 95 % of the wakees across LLCs that the kernel moved.
 #[test]
 fn numa_hackbench_captured_with_the_captures_threads_in_the_trace() {
