@@ -191,7 +191,7 @@ fn text_format_fits_80_columns_and_draws_bpftrace_histograms() {
         assert!(l.chars().count() <= 80, "too wide: {l:?}");
     }
     assert!(out.contains("Verdict"));
-    assert!(out.contains("@search_us[vanilla]:"));
+    assert!(out.contains("@search_ns[vanilla]:"));
     // A bpftrace bar: the largest bucket fills all 52 columns.
     assert!(out.contains(&format!("|{}|", "@".repeat(52))));
     assert!(out.contains("Fidelity of sis_util"));
@@ -384,4 +384,107 @@ fn the_longest_waits_come_with_a_working_explain_command() {
     assert_eq!(code, Some(0), "{err}");
     assert!(text.contains(&format!("pid {pid} woken on CPU")), "{text}");
     assert!(!text.contains("no replayed wakeup at"), "{text}");
+}
+
+/// A rig capture with the select_task_rq_fair probes: 4-CPU LLCs.
+fn rig_hackbench() -> String {
+    format!(
+        "{}/traces/rig/2x4/rig-2x4-hackbench-sis_util-tracefs",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// On a 4-CPU LLC every modelled search takes under 2 µs: ns buckets tell them apart,
+/// the kernel's measured time is drawn beside them, and a line that explains none of
+/// the measured time is not printed as a cost per runqueue.
+#[test]
+fn search_time_is_in_ns_buckets_beside_the_measured_time() {
+    let trace = rig_hackbench();
+    let (code, out, err) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &trace, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["traces"][0];
+    let st = &t["search_time"];
+    let modelled = st["modelled_ns"].as_array().unwrap();
+    assert_eq!(modelled.len(), 2, "one per arm: {st}");
+    let tm = &t["replay"]["time_model"];
+    let (entry, probe) = (
+        tm["entry_ns"].as_u64().unwrap(),
+        tm["probe_ns"].as_u64().unwrap(),
+    );
+    for m in modelled {
+        let buckets: Vec<u64> = m[1]["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        // Every search that probed is counted, in the bucket of entry + n·probe ns.
+        let policy = t["replay"]["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["policy"] == m[0])
+            .unwrap();
+        let probed: Vec<u64> = policy["probed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        assert_eq!(buckets.iter().sum::<u64>(), probed[1..].iter().sum::<u64>());
+        let first = buckets.iter().position(|&n| n > 0).unwrap();
+        assert_eq!(first, 64 - (entry + probe).leading_zeros() as usize, "{m}");
+    }
+    let measured: Vec<u64> = st["measured_ns"]["buckets"]
+        .as_array()
+        .expect("the probes' measured times")
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .collect();
+    assert!(
+        measured.iter().filter(|&&n| n > 0).count() > 4,
+        "{measured:?}"
+    );
+    assert!(t["replay"]["search_fit"]["r2"].as_f64().unwrap() < 0.5);
+
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &trace,
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    let fig = html
+        .split("<figure id=\"search-hist-rig-2x4-hackbench-sis-util-tracefs\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // The legend names the measured series; the axis labels buckets by their floor in ns.
+    assert!(
+        fig.contains("\nmeasured (kernel)\n") && fig.contains("\n1K\n"),
+        "{fig}"
+    );
+    assert!(html.contains("does not follow the runqueues probed"));
+    assert!(!html.contains("ns per runqueue probed (r²"));
+
+    let (_, text, _) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &trace, "--format", "text",
+    ]);
+    assert!(text.contains("@search_ns[sis_util]:\n[512, 1K)"), "{text}");
+    assert!(text.contains("@measured_select_task_rq_fair_ns:"), "{text}");
+    assert!(
+        text.contains("does not follow the runqueues probed"),
+        "{text}"
+    );
 }

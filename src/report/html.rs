@@ -104,40 +104,60 @@ pub fn cdf_points(h: &Log2Hist) -> Vec<(f64, f64)> {
     pts
 }
 
-fn search_section(o: &mut String, t: &TraceReport) {
-    let pols = &t.replay.policies;
-    let len = pols
-        .iter()
-        .map(|p| p.search_us.buckets.len())
-        .max()
-        .unwrap_or(0);
-    if len == 0 {
+/// The modelled search time of each policy and, when the trace has the probes, the
+/// kernel's measured select_task_rq_fair time on the same ns buckets.
+fn search_time_figure(o: &mut String, t: &TraceReport) {
+    let st = &t.search_time;
+    let Some(range) = st.bucket_range() else {
         let _ = writeln!(
             o,
             "<p>No policy scanned any runqueue on {}.</p>",
             escape(&t.name)
         );
         return;
+    };
+    let share = |h: &Log2Hist| -> Vec<f64> {
+        let all = shares(h, range.end() + 1);
+        all[*range.start()..].to_vec()
+    };
+    let mut series: Vec<(String, Vec<f64>)> = st
+        .modelled_ns
+        .iter()
+        .map(|(p, h)| (p.clone(), share(h)))
+        .collect();
+    if let Some(m) = &st.measured_ns {
+        series.push(("measured (kernel)".into(), share(m)));
     }
     let bars = plots::Bars {
-        title: &format!("Modelled time per idle search, {}", t.name),
-        x_desc: "search time, us (log2 buckets, as bpftrace's hist())",
-        y_desc: "share of searches that scanned, %",
-        categories: (0..len).map(Log2Hist::label).collect(),
-        series: pols
-            .iter()
-            .map(|p| (p.policy.clone(), shares(&p.search_us, len)))
+        title: &format!("Time per idle search, {}", t.name),
+        x_desc: "search time, ns: log2 buckets from the value shown to twice it",
+        y_desc: "share of searches, %",
+        categories: range
+            .clone()
+            .map(super::search_time::bucket_floor)
             .collect(),
+        series,
+    };
+    let measured = if st.measured_ns.is_some() {
+        " \"measured (kernel)\": select_task_rq_fair as the capture's probes timed it, \
+         per wakeup, whether it scanned or not."
+    } else {
+        ""
     };
     fig(
         o,
         &format!("search-hist-{}", slug(&t.name)),
         &plots::grouped_bars(&bars),
         &format!(
-            "Search time per wakeup that scanned, modelled as {} ns entry + {} ns per runqueue probed.",
+            "Modelled time per wakeup that scanned: {} ns entry + {} ns per runqueue probed.{measured}",
             t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
         ),
     );
+}
+
+fn search_section(o: &mut String, t: &TraceReport) {
+    search_time_figure(o, t);
+    let pols = &t.replay.policies;
     let max_probed = pols.iter().map(|p| p.probed.len()).max().unwrap_or(1);
     // Up to 24 single counts, then log2 buckets so a 112-CPU LLC stays legible.
     let (cats, series): (Vec<String>, Vec<(String, Vec<f64>)>) = if max_probed <= 24 {
@@ -397,13 +417,10 @@ fn fidelity_section(o: &mut String, r: &Report) {
         if let Some(f) = &t.replay.search_fit {
             let _ = writeln!(
                 o,
-                "<p>Measured select_task_rq_fair time on {} fits {:.0} ns + {:.0} ns per runqueue \
-                 probed (r² {:.2}, {} wakeups). On an emulated guest these are not hardware timings.</p>",
+                "<p>Measured select_task_rq_fair time on {} {}. On an emulated guest these are \
+                 not hardware timings.</p>",
                 escape(&t.name),
-                f.entry_ns,
-                f.probe_ns,
-                f.r2,
-                f.samples
+                escape(&super::search_time::fit_sentence(f))
             );
         }
     }

@@ -7,6 +7,7 @@
 pub mod fidelity;
 pub mod html;
 pub mod plots;
+pub mod search_time;
 pub mod text;
 pub mod timeline;
 
@@ -22,6 +23,7 @@ use crate::policy::{self, params::Params};
 use crate::replay::ReplayResult;
 use crate::topology::Topology;
 
+pub use search_time::SearchTime;
 pub use timeline::Timeline;
 
 /// What `sisreplay report` is asked for besides the arms and traces.
@@ -175,6 +177,8 @@ pub struct TraceReport {
     pub topology_assumed: bool,
     /// The trace's decision replay with every policy arm and the traced kernel's.
     pub replay: ReplayResult,
+    /// Modelled and measured time per search, ns in log2 buckets.
+    pub search_time: SearchTime,
     /// The busy/idle strip: `timeline_ns` from the middle of the trace.
     pub timeline: Timeline,
     /// Names of the tasks the latency tables list (from the bundle's pid table).
@@ -333,6 +337,7 @@ pub fn build(
                 pids.filter_map(|p| Some((p, meta.as_ref()?.tasks.get(&p)?.clone())))
                     .collect()
             },
+            search_time: SearchTime::of(&replay, &comparison.arms),
             replay,
             timeline,
         });
