@@ -488,3 +488,99 @@ fn search_time_is_in_ns_buckets_beside_the_measured_time() {
         "{text}"
     );
 }
+
+/// The curves over load join the load steps of one workload and nothing else: two
+/// loads of one trace make a line per arm, an unrelated trace beside them a point.
+#[test]
+fn over_load_lines_join_only_the_load_steps_of_one_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (l1, l2) = (dir.path().join("load-1.dat"), dir.path().join("load-2.dat"));
+    std::fs::copy(sample("hackbench-v6.dat"), &l1).unwrap();
+    std::fs::copy(sample("hackbench-v6.dat"), &l2).unwrap();
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        l1.to_str().unwrap(),
+        "--trace",
+        &sample("hackbench-perf.data"),
+        "--trace",
+        l2.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    let fig = html
+        .split("<figure id=\"curve-SeEff\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // Lines in the arms' colours (the axes are black): each arm's legend swatch and its
+    // one line, two points each.
+    let lines: Vec<&str> = fig
+        .split("<polyline")
+        .skip(1)
+        .map(|l| &l[..l.find("/>").unwrap()])
+        .filter(|l| !l.contains("stroke=\"#000000\""))
+        .collect();
+    assert_eq!(lines.len(), 4, "a swatch and a line per arm: {fig}");
+    for l in lines {
+        let points = l.split("points=\"").nth(1).unwrap();
+        let points = &points[..points.find('"').unwrap()];
+        assert_eq!(
+            points.split_whitespace().count(),
+            2,
+            "not load-1 to load-2: {l}"
+        );
+    }
+}
+
+/// Only the arms asked for are series: not the traced kernel's model, which replay adds
+/// for fidelity, and not a policy beside its alias.
+#[test]
+fn no_series_for_a_policy_not_asked_for() {
+    let rig = format!("{}/traces/rig/2x4", env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &format!("{rig}/rig-2x4-hackbench-no_limit-tracefs"),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    for fig in html.split("<figure ").skip(1) {
+        let fig = fig.split("</figure>").next().unwrap();
+        assert!(!fig.contains("\nno_limit\n"), "a no_limit series: {fig}");
+    }
+    // The fidelity check still names the traced kernel's model.
+    assert!(html.contains("<td>no_limit</td>"));
+    // vanilla is sis_prop: its parameters are listed once, under the name asked for.
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &format!("{rig}/rig-2x4-hackbench-sis_prop-tracefs"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let specs: Vec<&str> = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["spec"].as_str().unwrap())
+        .collect();
+    assert_eq!(specs, ["vanilla", "sis_util"]);
+}

@@ -155,9 +155,19 @@ fn search_time_figure(o: &mut String, t: &TraceReport) {
     );
 }
 
-fn search_section(o: &mut String, t: &TraceReport) {
+/// The replay's policies that are arms of the report: not the traced kernel's model
+/// added for fidelity alone, and an alias (`vanilla`) without its policy (`sis_prop`).
+fn arm_policies<'a>(r: &Report, t: &'a TraceReport) -> Vec<&'a crate::metrics::PolicyMetrics> {
+    t.replay
+        .policies
+        .iter()
+        .filter(|p| r.comparison.arms.contains(&p.policy))
+        .collect()
+}
+
+fn search_section(o: &mut String, r: &Report, t: &TraceReport) {
     search_time_figure(o, t);
-    let pols = &t.replay.policies;
+    let pols = arm_policies(r, t);
     let max_probed = pols.iter().map(|p| p.probed.len()).max().unwrap_or(1);
     // Up to 24 single counts, then log2 buckets so a 112-CPU LLC stays legible.
     let (cats, series): (Vec<String>, Vec<(String, Vec<f64>)>) = if max_probed <= 24 {
@@ -221,7 +231,7 @@ fn placements_section(o: &mut String, r: &Report) {
     for t in &r.traces {
         let mut series = Vec::new();
         let pct = |n: u64, d: u64| 100.0 * n as f64 / d.max(1) as f64;
-        for p in &t.replay.policies {
+        for p in arm_policies(r, t) {
             let pl = &p.placements;
             let d = pl.same_cpu + pl.same_llc + pl.cross_llc + pl.cross_numa;
             series.push((
@@ -283,7 +293,7 @@ fn placements_section(o: &mut String, r: &Report) {
              <th>stacked with idle</th></tr></thead><tbody>",
             escape(&t.name)
         );
-        for p in &t.replay.policies {
+        for p in arm_policies(r, t) {
             let pl = &p.placements;
             let _ = writeln!(
                 o,
@@ -311,8 +321,11 @@ fn curves_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
     let _ = writeln!(
         o,
-        "<p>One point per trace, in the order given (for example one trace per load level).</p>"
+        "<p>One point per trace, in the order given. Lines join only the load steps of one \
+         workload: traces whose names differ in their numbers alone (hackbench-g4 and \
+         hackbench-g8); a trace of its own stands as points.</p>"
     );
+    let group = load_steps(&r.traces);
     for metric in [
         Metric::SeEff,
         Metric::ScannedPerSearch,
@@ -350,10 +363,32 @@ fn curves_section(o: &mut String, r: &Report) {
         fig(
             o,
             &format!("curve-{}", slug(&format!("{metric:?}"))),
-            &plots::curves(&bars),
+            &plots::curves(&bars, &group),
             metric.title(),
         );
     }
+}
+
+/// Per trace, the workload it is a load step of: traces whose names are the same but
+/// for their numbers (`hackbench-g4-l2000`, `hackbench-g8-l2000`) share one.
+fn load_steps(traces: &[TraceReport]) -> Vec<usize> {
+    let keys: Vec<String> = traces
+        .iter()
+        .map(|t| {
+            let mut key = String::new();
+            for c in t.name.chars() {
+                if !c.is_ascii_digit() {
+                    key.push(c);
+                } else if !key.ends_with('#') {
+                    key.push('#');
+                }
+            }
+            key
+        })
+        .collect();
+    keys.iter()
+        .map(|k| keys.iter().position(|x| x == k).expect("its own key"))
+        .collect()
 }
 
 fn fidelity_section(o: &mut String, r: &Report) {
@@ -953,7 +988,7 @@ pub fn render(r: &Report) -> String {
 
     let _ = writeln!(o, "<section id=\"search-time\"><h2>Search time</h2>");
     for t in &r.traces {
-        search_section(&mut o, t);
+        search_section(&mut o, r, t);
     }
     let _ = writeln!(o, "</section>");
 

@@ -350,8 +350,12 @@ pub fn build(
             Arm::Trace { .. } => None,
         })
         .collect();
+    // The traced kernel's policy, unless an arm is it already (under an alias too).
     for r in &reports {
-        if !specs.contains(&r.replay.as_kernel) {
+        let given = specs
+            .iter()
+            .any(|s| policy::PolicySpec::parse(s).is_ok_and(|p| p.is(&r.replay.as_kernel)));
+        if !given {
             specs.push(r.replay.as_kernel.clone());
         }
     }
