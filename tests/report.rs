@@ -584,3 +584,92 @@ fn no_series_for_a_policy_not_asked_for() {
         .collect();
     assert_eq!(specs, ["vanilla", "sis_util"]);
 }
+
+/// Each trace is named by its path and a hash of its content in every format, and a
+/// report made without --trace says which traces it resolved in its reproduction.
+#[test]
+fn every_trace_is_named_by_path_and_content_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("renamed.dat");
+    std::fs::copy(sample("hackbench-v6.dat"), &copy).unwrap();
+    let rig = rig_hackbench();
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--trace",
+        copy.to_str().unwrap(),
+        "--trace",
+        &rig,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hashes: Vec<&serde_json::Value> = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["content_hash"])
+        .collect();
+    let hex = |h: &serde_json::Value| h["hex"].as_str().unwrap().to_string();
+    for h in &hashes {
+        assert_eq!(h["algorithm"], "xxh64");
+        assert!(hex(h).len() == 12 && hex(h).chars().all(|c| c.is_ascii_hexdigit()));
+    }
+    // The same content under another name is the same trace; a bundle is its events.
+    assert_eq!(hex(hashes[0]), hex(hashes[1]));
+    assert_ne!(hex(hashes[0]), hex(hashes[2]));
+    assert!(hashes[2]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("/events.parquet"));
+    // The JSON's command line is as given: no --trace was added to it.
+    assert_eq!(v["reproduce"], v["command_line"]);
+
+    let (code, text, err) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &rig, "--format", "text",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let h = hex(hashes[2]);
+    // Lines wrap at 80 columns: read the words.
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains(&format!("T1 {rig}: xxh64 {h}")), "{text}");
+    let html = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &rig,
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains(&format!("<code>xxh64 {h}</code>")),
+        "in the verdict"
+    );
+    assert!(html.contains(&format!("<td class=\"t\">{rig}</td><td class=\"t\" title=\"xxh64 of {rig}/events.parquet\">xxh64 {h}</td>")));
+
+    // Without --trace, the report resolves one, and its reproduction names it.
+    let (code, out, err) = run(&["report", "vanilla", "sis_util", "--format", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let reproduce: Vec<&str> = v["reproduce"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let path = v["traces"][0]["path"].as_str().unwrap();
+    assert_eq!(reproduce[reproduce.len() - 2..], ["--trace", path]);
+    assert!(!v["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "--trace"));
+}

@@ -462,10 +462,16 @@ fn fidelity_section(o: &mut String, r: &Report) {
 }
 
 fn reproduce_section(o: &mut String, r: &Report) {
-    let cmd: Vec<String> = r.command_line.iter().map(|a| shell_quote(a)).collect();
+    let cmd: Vec<String> = r.reproduce.iter().map(|a| shell_quote(a)).collect();
+    let implicit = if r.reproduce.len() > r.command_line.len() {
+        " The command line named no trace: the <code>--trace</code> options above name the \
+         traces it resolved, so the command reads them again whatever is newest then."
+    } else {
+        ""
+    };
     let _ = writeln!(
         o,
-        "<pre>{}</pre><p>sisreplay {}; {}; {} time windows per trace.</p>",
+        "<pre>{}</pre><p>sisreplay {}; {}; {} time windows per trace.{implicit}</p>",
         escape(&cmd.join(" ")),
         escape(&r.sisreplay_version),
         escape(r.comparison.test),
@@ -473,7 +479,7 @@ fn reproduce_section(o: &mut String, r: &Report) {
     );
     let _ = writeln!(
         o,
-        "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>kernel</th><th>source</th>\
+        "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>content</th><th>kernel</th><th>source</th>\
          <th>clock</th><th>CPUs</th><th>events</th><th>lost</th><th>sched features (SIS)</th>\
          </tr></thead><tbody>"
     );
@@ -494,8 +500,10 @@ fn reproduce_section(o: &mut String, r: &Report) {
             .unwrap_or_else(|| "not recorded".into());
         let _ = writeln!(
             o,
-            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
+            "<tr><td class=\"t\">{}</td><td class=\"t\" title=\"{}\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
             escape(&t.path.display().to_string()),
+            escape(&format!("{} of {}", t.content_hash.algorithm, t.content_hash.file.display())),
+            escape(&t.content_hash.to_string()),
             escape(t.kernel_release.as_deref().unwrap_or("unknown")),
             escape(t.source_format.as_deref().unwrap_or("trace file")),
             escape(t.clock.as_deref().unwrap_or("unknown")),
@@ -724,9 +732,10 @@ fn verdict_section(o: &mut String, r: &Report) {
         };
         let _ = writeln!(
             o,
-            "<li><b>T{}</b> {}: {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
+            "<li><b>T{}</b> {} (<code>{}</code>): {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
             i + 1,
             escape(&t.name),
+            escape(&t.content_hash.to_string()),
             escape(&what)
         );
     }

@@ -10,6 +10,7 @@ pub mod plots;
 pub mod search_time;
 pub mod text;
 pub mod timeline;
+pub mod trace_id;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,6 +35,9 @@ pub struct ReportOptions {
     pub timeline_ns: u64,
     /// The command line, for the reproduction section.
     pub command_line: Vec<String>,
+    /// The command line named no trace: the traces were resolved (a default bundle or
+    /// the sample), and the reproduction names them.
+    pub traces_implicit: bool,
 }
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by
@@ -157,6 +161,8 @@ pub struct TraceReport {
     pub name: String,
     /// The bundle or trace file.
     pub path: PathBuf,
+    /// A hash of its content: which trace this was, whatever its path.
+    pub content_hash: trace_id::ContentHash,
     /// uname -r of the traced kernel, when known.
     pub kernel_release: Option<String>,
     /// The sched features the capture read, when it could.
@@ -203,6 +209,9 @@ pub struct Report {
     pub sisreplay_version: String,
     /// The command line, for the reproduction section.
     pub command_line: Vec<String>,
+    /// The command that makes this report again: the command line, with a `--trace` for
+    /// each trace when it named none and the report resolved them.
+    pub reproduce: Vec<String>,
     /// The tables: every metric, trace and arm.
     pub comparison: Comparison,
     /// One per metric, non-baseline arm and trace where both sides have a value.
@@ -228,6 +237,14 @@ pub enum ReportError {
     /// A policy spec that is not registered or whose parameters do not parse.
     #[error("{0}")]
     Policy(String),
+    /// A trace could not be read for its content hash.
+    #[error("{}: {source}", path.display())]
+    Hash {
+        /// The file hashed.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
 }
 
 /// One verdict per metric, arm and trace where both sides have a value.
@@ -313,9 +330,14 @@ pub fn build(
             .saturating_add(replay.duration_ns / 2)
             .saturating_sub(opts.timeline_ns / 2);
         let timeline = timeline::read(&s.path, start, opts.timeline_ns, replay.nr_cpus)?;
+        let content_hash = trace_id::of(&s.path).map_err(|source| ReportError::Hash {
+            path: s.path.clone(),
+            source,
+        })?;
         reports.push(TraceReport {
             name: s.trace.clone(),
             path: s.path.clone(),
+            content_hash,
             kernel_release: replay.kernel_release.clone(),
             features: meta.as_ref().and_then(features),
             clock: meta.as_ref().and_then(|m| m.clock.clone()),
@@ -373,9 +395,17 @@ pub fn build(
                 .collect(),
         });
     }
+    let mut reproduce = opts.command_line.clone();
+    if opts.traces_implicit {
+        for t in &reports {
+            reproduce.push("--trace".into());
+            reproduce.push(t.path.display().to_string());
+        }
+    }
     Ok(Report {
         sisreplay_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: opts.command_line.clone(),
+        reproduce,
         verdicts: verdicts(&comparison, &reports),
         comparison,
         traces: reports,

@@ -54,10 +54,20 @@ pub fn render(r: &Report) -> String {
         longest_waits(&mut o, t);
         fidelity_lines(&mut o, t);
     }
-    let _ = writeln!(o);
-    let cmd = r.command_line.join(" ");
-    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
+    reproduce(&mut o, r);
     o
+}
+
+/// Each trace by path and content hash, and the command that makes the report again
+/// (with the traces it resolved when the command line named none).
+fn reproduce(o: &mut String, r: &Report) {
+    let _ = writeln!(o);
+    for (i, t) in r.traces.iter().enumerate() {
+        let line = format!("T{} {}: {}", i + 1, t.path.display(), t.content_hash);
+        let _ = writeln!(o, "{}", fit(&line));
+    }
+    let cmd = r.reproduce.join(" ");
+    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
 }
 
 /// The evidence first: how well the model of each traced kernel reproduced its trace;
