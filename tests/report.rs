@@ -9,7 +9,7 @@ use std::process::Command;
 use common::{run_cli as run, sample_arg as sample};
 
 /// Sections every report has, in order.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "verdict",
     "tables",
     "search-time",
@@ -19,6 +19,7 @@ const SECTIONS: [&str; 9] = [
     "timeline",
     "fidelity",
     "reproduce",
+    "glossary",
 ];
 
 fn two_trace_report(dir: &Path) -> (PathBuf, String) {
@@ -672,4 +673,60 @@ fn every_trace_is_named_by_path_and_content_hash() {
         .unwrap()
         .iter()
         .any(|a| a == "--trace"));
+}
+
+/// The words a reviewer meets are defined at the end, one line each, the metrics as the
+/// seeds define them, and each seed by its subject.
+#[test]
+fn a_glossary_defines_the_words_and_the_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, html) = two_trace_report(dir.path());
+    let glossary = html.split("<section id=\"glossary\">").nth(1).unwrap();
+    for term in [
+        "se_eff%",
+        "success rate",
+        "path failed",
+        "scanned",
+        "probed",
+        "cross-LLC",
+        "IPI wakeup",
+        "agreement, fidelity",
+        "self-fidelity",
+        "seed 000",
+        "seed 001",
+        "seed 002",
+        "seed 004",
+    ] {
+        assert!(
+            glossary.contains(&format!("<dt>{term}")),
+            "{term} undefined"
+        );
+    }
+    // Seed 000's own words for the search efficiency, and the thread's subject.
+    assert!(glossary
+        .contains("a ratio expressed as a percentage of runqueues scanned versus idle CPUs found"));
+    assert!(glossary.contains("Introduce SIS_UTIL to search idle CPU based on sum of util_avg"));
+    assert!(glossary.contains("Restrict newidle balance to LLC domain"));
+    assert!(glossary.contains("Introduce scaled capacity awareness in enqueue"));
+
+    let (code, text, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--format",
+        "text",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let tail = text
+        .split("\nGlossary:\n")
+        .nth(1)
+        .expect("a glossary at the end");
+    assert!(
+        tail.contains("  se_eff% (search efficiency): seed 000"),
+        "{tail}"
+    );
+    assert!(tail.contains("  seed 004 (Rohit Jain): [PATCH] sched: Introduce scaled"));
+    assert!(tail.lines().count() < 40, "short: {tail}");
 }

@@ -49,7 +49,10 @@ figcaption{font-size:.88rem;color:#444;margin-top:.3rem}
 pre{background:#f5f5f5;padding:.6rem;font-size:.85rem;white-space:pre-wrap;word-break:break-all}
 code{font-size:.9em}
 nav ol{columns:2;font-size:.92rem}
-@media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}}
+dl.glossary{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .8rem;font-size:.92rem}
+dl.glossary dt{font-weight:600}
+dl.glossary dd{margin:0}
+@media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}dl.glossary{grid-template-columns:1fr}}
 @media print{h2{break-after:avoid}figure{break-inside:avoid}}
 ";
 
@@ -697,7 +700,8 @@ fn head_section(o: &mut String, r: &Report) {
          <li><a href=\"#search-time\">Search time</a></li>{}<li><a href=\"#placements\">Placements \
          and rq locks</a></li><li><a href=\"#latency\">Wakeup latency</a></li><li><a href=\"#machine\">\
          Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
-         Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li></ol></nav>",
+         Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li><li><a href=\"#glossary\">\
+         Glossary</a></li></ol></nav>",
         if r.traces.len() > 1 {
             "<li><a href=\"#load-curves\">Over load</a></li>"
         } else {
@@ -983,6 +987,28 @@ fn timeline_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</section>");
 }
 
+/// The report's words, one line each, and the seeds with their subjects.
+fn glossary_section(o: &mut String) {
+    let _ = writeln!(
+        o,
+        "<section id=\"glossary\"><h2>Glossary</h2><dl class=\"glossary\">"
+    );
+    for (term, def) in super::glossary::TERMS {
+        let _ = writeln!(o, "<dt>{}</dt><dd>{}</dd>", escape(term), escape(def));
+    }
+    let _ = writeln!(o, "</dl><h3>Seeds</h3><dl class=\"glossary\">");
+    for (id, subject, who, what) in super::glossary::SEEDS {
+        let _ = writeln!(
+            o,
+            "<dt>seed {id}</dt><dd><i>{}</i> ({}): {}</dd>",
+            escape(subject),
+            escape(who),
+            escape(what)
+        );
+    }
+    let _ = writeln!(o, "</dl></section>");
+}
+
 /// The whole report as one HTML page: verdict, tables, search time, load curves (several
 /// traces), placements, latency, simulation results, the machine, the busy/idle strips,
 /// fidelity and how to reproduce it.
@@ -1028,6 +1054,9 @@ pub fn render(r: &Report) -> String {
 
     let _ = writeln!(o, "<section id=\"reproduce\"><h2>Reproduce</h2>");
     reproduce_section(&mut o, r);
-    let _ = writeln!(o, "</section></main></body></html>");
+    let _ = writeln!(o, "</section>");
+
+    glossary_section(&mut o);
+    let _ = writeln!(o, "</main></body></html>");
     o
 }

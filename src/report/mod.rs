@@ -5,6 +5,7 @@
 //! (`html`), mail-ready text (`text`) or JSON (this module's types).
 
 pub mod fidelity;
+pub mod glossary;
 pub mod html;
 pub mod plots;
 pub mod search_time;

@@ -55,7 +55,20 @@ pub fn render(r: &Report) -> String {
         fidelity_lines(&mut o, t);
     }
     reproduce(&mut o, r);
+    glossary(&mut o);
     o
+}
+
+/// The report's words and the seeds, one entry each.
+fn glossary(o: &mut String) {
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Glossary:");
+    for (term, def) in super::glossary::TERMS {
+        let _ = writeln!(o, "{}", fit(&format!("  {term}: {def}")));
+    }
+    for (id, subject, who, _) in super::glossary::SEEDS {
+        let _ = writeln!(o, "{}", fit(&format!("  seed {id} ({who}): {subject}")));
+    }
 }
 
 /// Each trace by path and content hash, and the command that makes the report again
