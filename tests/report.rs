@@ -730,3 +730,57 @@ fn a_glossary_defines_the_words_and_the_seeds() {
     assert!(tail.contains("  seed 004 (Rohit Jain): [PATCH] sched: Introduce scaled"));
     assert!(tail.lines().count() < 40, "short: {tail}");
 }
+
+/// A 224-CPU machine's busy/idle strip is a row per LLC, shaded by the share of its CPUs
+/// busy: legible, and light enough that the report stays under 3 MB.
+#[test]
+fn a_large_machine_gets_a_busy_strip_per_llc() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("spr");
+    // Ping-pong pairs at half load: many short busy and idle spells on every CPU.
+    let (code, _, err) = run(&[
+        "synth",
+        "--machine",
+        "spr-2s112",
+        "--workload",
+        "netperf-tcp-rr",
+        "--load",
+        "50%",
+        "--duration",
+        "8ms",
+        "--warmup",
+        "2ms",
+        "--policy",
+        "sis_util",
+        "-o",
+        bundle.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "sis_util",
+        "sis_prop",
+        "--trace",
+        bundle.to_str().unwrap(),
+        "--timeline",
+        "5ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.len() < 3_000_000, "{} bytes", html.len());
+    let strip = html
+        .split("<figure id=\"timeline-spr\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // spr-2s112: two sockets, one LLC of 112 CPUs each, named as the machine's plot does.
+    assert_eq!(strip.matches(" (112 CPUs)\n").count(), 2, "{strip}");
+    assert!(strip.contains("\nLLC 0 (112 CPUs)\n"));
+    assert!(!strip.contains("\nCPU 0\n"), "a row per CPU");
+    assert!(strip.len() < 200_000, "{} bytes of strip", strip.len());
+}

@@ -956,33 +956,60 @@ fn machine_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</section>");
 }
 
-/// A busy/idle strip from the middle of each trace.
+/// Machines with more CPUs than this draw one busy strip per LLC, not per CPU: a row
+/// per CPU of a 224-CPU machine is illegible and weighs megabytes.
+const PER_CPU_STRIPS_MAX: usize = 16;
+
+/// Bins of the per-LLC strip across the window: about two pixels each.
+const LLC_STRIP_BINS: usize = 340;
+
+/// A busy/idle strip from the middle of each trace: a row per CPU, or per LLC, shaded by
+/// the share of its CPUs busy, on a machine of more than [`PER_CPU_STRIPS_MAX`] CPUs.
 fn timeline_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<section id=\"timeline\"><h2>Busy/idle timeline</h2>");
     for t in &r.traces {
         let tl = &t.timeline;
-        let busy: Vec<String> = tl
-            .busy_pct()
-            .iter()
-            .map(|(c, p)| format!("CPU {c} {p:.0}%"))
-            .collect();
-        fig(
-            o,
-            &format!("timeline-{}", slug(&t.name)),
-            &plots::timeline(
-                &format!(
-                    "Busy CPUs, {} ({} us from the middle)",
-                    t.name,
-                    tl.span_ns / 1000
-                ),
-                tl.span_ns,
-                &tl.cpus,
-            ),
-            &format!(
-                "Dark: a task runs; light: the idle task. Busy: {}.",
-                busy.join(", ")
-            ),
+        let title = format!(
+            "Busy CPUs, {} ({} us from the middle)",
+            t.name,
+            tl.span_ns / 1000
         );
+        let (svg, caption) = if tl.cpus.len() > PER_CPU_STRIPS_MAX {
+            let llcs = tl.llc_busy(&t.topology, LLC_STRIP_BINS);
+            let rows: Vec<(String, Vec<f64>)> = llcs
+                .iter()
+                .map(|l| (format!("LLC {} ({} CPUs)", l.llc, l.cpus), l.shares.clone()))
+                .collect();
+            let busy: Vec<String> = llcs
+                .iter()
+                .map(|l| {
+                    let mean = l.shares.iter().sum::<f64>() / l.shares.len().max(1) as f64;
+                    format!("LLC {} {:.0}%", l.llc, 100.0 * mean)
+                })
+                .collect();
+            (
+                plots::shaded_timeline(&title, tl.span_ns, &rows),
+                format!(
+                    "One row per LLC: the darker, the larger the share of its CPUs running \
+                     a task. Busy: {}.",
+                    busy.join(", ")
+                ),
+            )
+        } else {
+            let busy: Vec<String> = tl
+                .busy_pct()
+                .iter()
+                .map(|(c, p)| format!("CPU {c} {p:.0}%"))
+                .collect();
+            (
+                plots::timeline(&title, tl.span_ns, &tl.cpus),
+                format!(
+                    "Dark: a task runs; light: the idle task. Busy: {}.",
+                    busy.join(", ")
+                ),
+            )
+        };
+        fig(o, &format!("timeline-{}", slug(&t.name)), &svg, &caption);
     }
     let _ = writeln!(o, "</section>");
 }

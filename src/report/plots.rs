@@ -466,6 +466,68 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
     })
 }
 
+/// Shade levels of the per-LLC strip: a share is drawn to the nearest 5 %, so runs of
+/// equal shade merge into one rectangle.
+const SHADES: f64 = 20.0;
+
+/// Per-LLC busy strips over a window: (label, share of the LLC's CPUs busy in each of
+/// equal bins across the window, 0..=1), shaded darker the busier.
+pub fn shaded_timeline(title: &str, span_ns: u64, rows: &[(String, Vec<f64>)]) -> String {
+    let n = rows.len().max(1) as u32;
+    let h = 70 + n * 30 + 40;
+    svg(W, h, |root| {
+        let span_us = (span_ns as f64 / 1000.0).max(1.0);
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 18))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(120)
+            .build_cartesian_2d(0f64..span_us, 0f64..n as f64)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_desc("time from window start, us")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .axis_desc_style((FONT, 14))
+            .label_style((FONT, 13))
+            .light_line_style(WHITE)
+            .draw()?;
+        let c = color(0);
+        for (row, (_, shares)) in rows.iter().enumerate() {
+            let y = n as f64 - row as f64 - 1.0;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.1), (span_us, y + 0.9)],
+                RGBColor(235, 235, 235).filled(),
+            )))?;
+            let bin_us = span_us / shares.len().max(1) as f64;
+            let level = |v: f64| (v.clamp(0.0, 1.0) * SHADES).round();
+            let mut i = 0;
+            while i < shares.len() {
+                let l = level(shares[i]);
+                let j = (i..shares.len())
+                    .find(|&j| level(shares[j]) != l)
+                    .unwrap_or(shares.len());
+                if l > 0.0 {
+                    chart.draw_series(std::iter::once(Rectangle::new(
+                        [(i as f64 * bin_us, y + 0.1), (j as f64 * bin_us, y + 0.9)],
+                        c.mix(l / SHADES).filled(),
+                    )))?;
+                }
+                i = j;
+            }
+        }
+        let style =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+        for (row, (label, _)) in rows.iter().enumerate() {
+            let y = n as f64 - row as f64 - 0.5;
+            let (px, py) = chart.backend_coord(&(0.0, y));
+            root.draw(&Text::new(label.clone(), (px - 6, py), style.clone()))?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
