@@ -43,6 +43,7 @@ fn main() {
                 windows: 10,
                 timeline_ns: 20_000_000,
                 command_line: vec!["bench".into()],
+                traces_implicit: false,
             },
         )
         .unwrap();

@@ -9,7 +9,7 @@ use std::process::Command;
 use common::{run_cli as run, sample_arg as sample};
 
 /// Sections every report has, in order.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "verdict",
     "tables",
     "search-time",
@@ -19,6 +19,7 @@ const SECTIONS: [&str; 9] = [
     "timeline",
     "fidelity",
     "reproduce",
+    "glossary",
 ];
 
 fn two_trace_report(dir: &Path) -> (PathBuf, String) {
@@ -191,7 +192,7 @@ fn text_format_fits_80_columns_and_draws_bpftrace_histograms() {
         assert!(l.chars().count() <= 80, "too wide: {l:?}");
     }
     assert!(out.contains("Verdict"));
-    assert!(out.contains("@search_us[vanilla]:"));
+    assert!(out.contains("@search_ns[vanilla]:"));
     // A bpftrace bar: the largest bucket fills all 52 columns.
     assert!(out.contains(&format!("|{}|", "@".repeat(52))));
     assert!(out.contains("Fidelity of sis_util"));
@@ -384,4 +385,402 @@ fn the_longest_waits_come_with_a_working_explain_command() {
     assert_eq!(code, Some(0), "{err}");
     assert!(text.contains(&format!("pid {pid} woken on CPU")), "{text}");
     assert!(!text.contains("no replayed wakeup at"), "{text}");
+}
+
+/// A rig capture with the select_task_rq_fair probes: 4-CPU LLCs.
+fn rig_hackbench() -> String {
+    format!(
+        "{}/traces/rig/2x4/rig-2x4-hackbench-sis_util-tracefs",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// On a 4-CPU LLC every modelled search takes under 2 µs: ns buckets tell them apart,
+/// the kernel's measured time is drawn beside them, and a line that explains none of
+/// the measured time is not printed as a cost per runqueue.
+#[test]
+fn search_time_is_in_ns_buckets_beside_the_measured_time() {
+    let trace = rig_hackbench();
+    let (code, out, err) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &trace, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["traces"][0];
+    let st = &t["search_time"];
+    let modelled = st["modelled_ns"].as_array().unwrap();
+    assert_eq!(modelled.len(), 2, "one per arm: {st}");
+    let tm = &t["replay"]["time_model"];
+    let (entry, probe) = (
+        tm["entry_ns"].as_u64().unwrap(),
+        tm["probe_ns"].as_u64().unwrap(),
+    );
+    for m in modelled {
+        let buckets: Vec<u64> = m[1]["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        // Every search that probed is counted, in the bucket of entry + n·probe ns.
+        let policy = t["replay"]["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["policy"] == m[0])
+            .unwrap();
+        let probed: Vec<u64> = policy["probed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .collect();
+        assert_eq!(buckets.iter().sum::<u64>(), probed[1..].iter().sum::<u64>());
+        let first = buckets.iter().position(|&n| n > 0).unwrap();
+        assert_eq!(first, 64 - (entry + probe).leading_zeros() as usize, "{m}");
+    }
+    let measured: Vec<u64> = st["measured_ns"]["buckets"]
+        .as_array()
+        .expect("the probes' measured times")
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .collect();
+    assert!(
+        measured.iter().filter(|&&n| n > 0).count() > 4,
+        "{measured:?}"
+    );
+    assert!(t["replay"]["search_fit"]["r2"].as_f64().unwrap() < 0.5);
+
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &trace,
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    let fig = html
+        .split("<figure id=\"search-hist-rig-2x4-hackbench-sis-util-tracefs\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // The legend names the measured series; the axis labels buckets by their floor in ns.
+    assert!(
+        fig.contains("\nmeasured (kernel)\n") && fig.contains("\n1K\n"),
+        "{fig}"
+    );
+    assert!(html.contains("does not follow the runqueues probed"));
+    assert!(!html.contains("ns per runqueue probed (r²"));
+
+    let (_, text, _) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &trace, "--format", "text",
+    ]);
+    assert!(text.contains("@search_ns[sis_util]:\n[512, 1K)"), "{text}");
+    assert!(text.contains("@measured_select_task_rq_fair_ns:"), "{text}");
+    assert!(
+        text.contains("does not follow the runqueues probed"),
+        "{text}"
+    );
+}
+
+/// The curves over load join the load steps of one workload and nothing else: two
+/// loads of one trace make a line per arm, an unrelated trace beside them a point.
+#[test]
+fn over_load_lines_join_only_the_load_steps_of_one_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (l1, l2) = (dir.path().join("load-1.dat"), dir.path().join("load-2.dat"));
+    std::fs::copy(sample("hackbench-v6.dat"), &l1).unwrap();
+    std::fs::copy(sample("hackbench-v6.dat"), &l2).unwrap();
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        l1.to_str().unwrap(),
+        "--trace",
+        &sample("hackbench-perf.data"),
+        "--trace",
+        l2.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    let fig = html
+        .split("<figure id=\"curve-SeEff\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // Lines in the arms' colours (the axes are black): each arm's legend swatch and its
+    // one line, two points each.
+    let lines: Vec<&str> = fig
+        .split("<polyline")
+        .skip(1)
+        .map(|l| &l[..l.find("/>").unwrap()])
+        .filter(|l| !l.contains("stroke=\"#000000\""))
+        .collect();
+    assert_eq!(lines.len(), 4, "a swatch and a line per arm: {fig}");
+    for l in lines {
+        let points = l.split("points=\"").nth(1).unwrap();
+        let points = &points[..points.find('"').unwrap()];
+        assert_eq!(
+            points.split_whitespace().count(),
+            2,
+            "not load-1 to load-2: {l}"
+        );
+    }
+}
+
+/// Only the arms asked for are series: not the traced kernel's model, which replay adds
+/// for fidelity, and not a policy beside its alias.
+#[test]
+fn no_series_for_a_policy_not_asked_for() {
+    let rig = format!("{}/traces/rig/2x4", env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &format!("{rig}/rig-2x4-hackbench-no_limit-tracefs"),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    for fig in html.split("<figure ").skip(1) {
+        let fig = fig.split("</figure>").next().unwrap();
+        assert!(!fig.contains("\nno_limit\n"), "a no_limit series: {fig}");
+    }
+    // The fidelity check still names the traced kernel's model.
+    assert!(html.contains("<td>no_limit</td>"));
+    // vanilla is sis_prop: its parameters are listed once, under the name asked for.
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &format!("{rig}/rig-2x4-hackbench-sis_prop-tracefs"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let specs: Vec<&str> = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["spec"].as_str().unwrap())
+        .collect();
+    assert_eq!(specs, ["vanilla", "sis_util"]);
+}
+
+/// Each trace is named by its path and a hash of its content in every format, and a
+/// report made without --trace says which traces it resolved in its reproduction.
+#[test]
+fn every_trace_is_named_by_path_and_content_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("renamed.dat");
+    std::fs::copy(sample("hackbench-v6.dat"), &copy).unwrap();
+    let rig = rig_hackbench();
+    let (code, out, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--trace",
+        copy.to_str().unwrap(),
+        "--trace",
+        &rig,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let hashes: Vec<&serde_json::Value> = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["content_hash"])
+        .collect();
+    let hex = |h: &serde_json::Value| h["hex"].as_str().unwrap().to_string();
+    for h in &hashes {
+        assert_eq!(h["algorithm"], "xxh64");
+        assert!(hex(h).len() == 12 && hex(h).chars().all(|c| c.is_ascii_hexdigit()));
+    }
+    // The same content under another name is the same trace; a bundle is its events.
+    assert_eq!(hex(hashes[0]), hex(hashes[1]));
+    assert_ne!(hex(hashes[0]), hex(hashes[2]));
+    assert!(hashes[2]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("/events.parquet"));
+    // The JSON's command line is as given: no --trace was added to it.
+    assert_eq!(v["reproduce"], v["command_line"]);
+
+    let (code, text, err) = run(&[
+        "report", "vanilla", "sis_util", "--trace", &rig, "--format", "text",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let h = hex(hashes[2]);
+    // Lines wrap at 80 columns: read the words.
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains(&format!("T1 {rig}: xxh64 {h}")), "{text}");
+    let html = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &rig,
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains(&format!("<code>xxh64 {h}</code>")),
+        "in the verdict"
+    );
+    assert!(html.contains(&format!("<td class=\"t\">{rig}</td><td class=\"t\" title=\"xxh64 of {rig}/events.parquet\">xxh64 {h}</td>")));
+
+    // Without --trace, the report resolves one, and its reproduction names it.
+    let (code, out, err) = run(&["report", "vanilla", "sis_util", "--format", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let reproduce: Vec<&str> = v["reproduce"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let path = v["traces"][0]["path"].as_str().unwrap();
+    assert_eq!(reproduce[reproduce.len() - 2..], ["--trace", path]);
+    assert!(!v["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "--trace"));
+}
+
+/// The words a reviewer meets are defined at the end, one line each, the metrics as the
+/// seeds define them, and each seed by its subject.
+#[test]
+fn a_glossary_defines_the_words_and_the_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, html) = two_trace_report(dir.path());
+    let glossary = html.split("<section id=\"glossary\">").nth(1).unwrap();
+    for term in [
+        "se_eff%",
+        "success rate",
+        "path failed",
+        "scanned",
+        "probed",
+        "cross-LLC",
+        "IPI wakeup",
+        "agreement, fidelity",
+        "self-fidelity",
+        "seed 000",
+        "seed 001",
+        "seed 002",
+        "seed 004",
+    ] {
+        assert!(
+            glossary.contains(&format!("<dt>{term}")),
+            "{term} undefined"
+        );
+    }
+    // Seed 000's own words for the search efficiency, and the thread's subject.
+    assert!(glossary
+        .contains("a ratio expressed as a percentage of runqueues scanned versus idle CPUs found"));
+    assert!(glossary.contains("Introduce SIS_UTIL to search idle CPU based on sum of util_avg"));
+    assert!(glossary.contains("Restrict newidle balance to LLC domain"));
+    assert!(glossary.contains("Introduce scaled capacity awareness in enqueue"));
+
+    let (code, text, err) = run(&[
+        "report",
+        "vanilla",
+        "sis_util",
+        "--trace",
+        &sample("hackbench-v6.dat"),
+        "--format",
+        "text",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let tail = text
+        .split("\nGlossary:\n")
+        .nth(1)
+        .expect("a glossary at the end");
+    assert!(
+        tail.contains("  se_eff% (search efficiency): seed 000"),
+        "{tail}"
+    );
+    assert!(tail.contains("  seed 004 (Rohit Jain): [PATCH] sched: Introduce scaled"));
+    assert!(tail.lines().count() < 40, "short: {tail}");
+}
+
+/// A 224-CPU machine's busy/idle strip is a row per LLC, shaded by the share of its CPUs
+/// busy: legible, and light enough that the report stays under 3 MB.
+#[test]
+fn a_large_machine_gets_a_busy_strip_per_llc() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("spr");
+    // Ping-pong pairs at half load: many short busy and idle spells on every CPU.
+    let (code, _, err) = run(&[
+        "synth",
+        "--machine",
+        "spr-2s112",
+        "--workload",
+        "netperf-tcp-rr",
+        "--load",
+        "50%",
+        "--duration",
+        "8ms",
+        "--warmup",
+        "2ms",
+        "--policy",
+        "sis_util",
+        "-o",
+        bundle.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "sis_util",
+        "sis_prop",
+        "--trace",
+        bundle.to_str().unwrap(),
+        "--timeline",
+        "5ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.len() < 3_000_000, "{} bytes", html.len());
+    let strip = html
+        .split("<figure id=\"timeline-spr\"")
+        .nth(1)
+        .unwrap()
+        .split("</figure>")
+        .next()
+        .unwrap();
+    // spr-2s112: two sockets, one LLC of 112 CPUs each, named as the machine's plot does.
+    assert_eq!(strip.matches(" (112 CPUs)\n").count(), 2, "{strip}");
+    assert!(strip.contains("\nLLC 0 (112 CPUs)\n"));
+    assert!(!strip.contains("\nCPU 0\n"), "a row per CPU");
+    assert!(strip.len() < 200_000, "{} bytes of strip", strip.len());
 }

@@ -92,11 +92,13 @@ pub(super) fn report(args: ReportArgs) -> Result<(), Error> {
     let arms: Vec<String> = std::iter::once(base.clone())
         .chain(others.clone())
         .collect();
+    let traces_implicit = traces.is_empty();
     let (resolved, traces) = resolve_arms(base, others, traces, &traces_dir, windows)?;
     let opts = report::ReportOptions {
         windows,
         timeline_ns: timeline.as_nanos().min(u64::MAX as u128) as u64,
         command_line: std::env::args().collect(),
+        traces_implicit,
     };
     let r = report::build(&resolved, &traces, &opts)?;
     warn_thin_windows(&r.comparison);

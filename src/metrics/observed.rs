@@ -100,6 +100,11 @@ pub struct Observed {
     pub search_latency_us: Log2Hist,
     /// Their percentiles, ns; all 0 when the trace has no probes.
     pub search_latency: Percentiles,
+    /// The same durations in ns log2 buckets: on a small LLC every search takes under
+    /// 2 µs, which the µs buckets cannot tell apart. Left out of the replay's JSON, which
+    /// keeps its form; the report's JSON carries it.
+    #[serde(skip)]
+    pub search_latency_ns: Log2Hist,
     /// Per task: its wakeups' latency, as `perf sched latency` lists them, the tasks with
     /// the longest single wait first (at most [`TOP`]).
     pub per_task: Vec<TaskLatency>,
@@ -164,6 +169,7 @@ impl Observed {
     /// One measured select_task_rq_fair duration (ns).
     pub fn note_search(&mut self, ns: u64) {
         self.search_latency_us.add(ns / 1000);
+        self.search_latency_ns.add(ns);
         self.search_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 

@@ -49,7 +49,10 @@ figcaption{font-size:.88rem;color:#444;margin-top:.3rem}
 pre{background:#f5f5f5;padding:.6rem;font-size:.85rem;white-space:pre-wrap;word-break:break-all}
 code{font-size:.9em}
 nav ol{columns:2;font-size:.92rem}
-@media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}}
+dl.glossary{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .8rem;font-size:.92rem}
+dl.glossary dt{font-weight:600}
+dl.glossary dd{margin:0}
+@media (max-width:40rem){nav ol{columns:1}main{padding:.5rem}table{font-size:.8rem}dl.glossary{grid-template-columns:1fr}}
 @media print{h2{break-after:avoid}figure{break-inside:avoid}}
 ";
 
@@ -104,40 +107,70 @@ pub fn cdf_points(h: &Log2Hist) -> Vec<(f64, f64)> {
     pts
 }
 
-fn search_section(o: &mut String, t: &TraceReport) {
-    let pols = &t.replay.policies;
-    let len = pols
-        .iter()
-        .map(|p| p.search_us.buckets.len())
-        .max()
-        .unwrap_or(0);
-    if len == 0 {
+/// The modelled search time of each policy and, when the trace has the probes, the
+/// kernel's measured select_task_rq_fair time on the same ns buckets.
+fn search_time_figure(o: &mut String, t: &TraceReport) {
+    let st = &t.search_time;
+    let Some(range) = st.bucket_range() else {
         let _ = writeln!(
             o,
             "<p>No policy scanned any runqueue on {}.</p>",
             escape(&t.name)
         );
         return;
+    };
+    let share = |h: &Log2Hist| -> Vec<f64> {
+        let all = shares(h, range.end() + 1);
+        all[*range.start()..].to_vec()
+    };
+    let mut series: Vec<(String, Vec<f64>)> = st
+        .modelled_ns
+        .iter()
+        .map(|(p, h)| (p.clone(), share(h)))
+        .collect();
+    if let Some(m) = &st.measured_ns {
+        series.push(("measured (kernel)".into(), share(m)));
     }
     let bars = plots::Bars {
-        title: &format!("Modelled time per idle search, {}", t.name),
-        x_desc: "search time, us (log2 buckets, as bpftrace's hist())",
-        y_desc: "share of searches that scanned, %",
-        categories: (0..len).map(Log2Hist::label).collect(),
-        series: pols
-            .iter()
-            .map(|p| (p.policy.clone(), shares(&p.search_us, len)))
+        title: &format!("Time per idle search, {}", t.name),
+        x_desc: "search time, ns: log2 buckets from the value shown to twice it",
+        y_desc: "share of searches, %",
+        categories: range
+            .clone()
+            .map(super::search_time::bucket_floor)
             .collect(),
+        series,
+    };
+    let measured = if st.measured_ns.is_some() {
+        " \"measured (kernel)\": select_task_rq_fair as the capture's probes timed it, \
+         per wakeup, whether it scanned or not."
+    } else {
+        ""
     };
     fig(
         o,
         &format!("search-hist-{}", slug(&t.name)),
         &plots::grouped_bars(&bars),
         &format!(
-            "Search time per wakeup that scanned, modelled as {} ns entry + {} ns per runqueue probed.",
+            "Modelled time per wakeup that scanned: {} ns entry + {} ns per runqueue probed.{measured}",
             t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
         ),
     );
+}
+
+/// The replay's policies that are arms of the report: not the traced kernel's model
+/// added for fidelity alone, and an alias (`vanilla`) without its policy (`sis_prop`).
+fn arm_policies<'a>(r: &Report, t: &'a TraceReport) -> Vec<&'a crate::metrics::PolicyMetrics> {
+    t.replay
+        .policies
+        .iter()
+        .filter(|p| r.comparison.arms.contains(&p.policy))
+        .collect()
+}
+
+fn search_section(o: &mut String, r: &Report, t: &TraceReport) {
+    search_time_figure(o, t);
+    let pols = arm_policies(r, t);
     let max_probed = pols.iter().map(|p| p.probed.len()).max().unwrap_or(1);
     // Up to 24 single counts, then log2 buckets so a 112-CPU LLC stays legible.
     let (cats, series): (Vec<String>, Vec<(String, Vec<f64>)>) = if max_probed <= 24 {
@@ -201,7 +234,7 @@ fn placements_section(o: &mut String, r: &Report) {
     for t in &r.traces {
         let mut series = Vec::new();
         let pct = |n: u64, d: u64| 100.0 * n as f64 / d.max(1) as f64;
-        for p in &t.replay.policies {
+        for p in arm_policies(r, t) {
             let pl = &p.placements;
             let d = pl.same_cpu + pl.same_llc + pl.cross_llc + pl.cross_numa;
             series.push((
@@ -263,7 +296,7 @@ fn placements_section(o: &mut String, r: &Report) {
              <th>stacked with idle</th></tr></thead><tbody>",
             escape(&t.name)
         );
-        for p in &t.replay.policies {
+        for p in arm_policies(r, t) {
             let pl = &p.placements;
             let _ = writeln!(
                 o,
@@ -291,8 +324,11 @@ fn curves_section(o: &mut String, r: &Report) {
     let c = &r.comparison;
     let _ = writeln!(
         o,
-        "<p>One point per trace, in the order given (for example one trace per load level).</p>"
+        "<p>One point per trace, in the order given. Lines join only the load steps of one \
+         workload: traces whose names differ in their numbers alone (hackbench-g4 and \
+         hackbench-g8); a trace of its own stands as points.</p>"
     );
+    let group = load_steps(&r.traces);
     for metric in [
         Metric::SeEff,
         Metric::ScannedPerSearch,
@@ -330,10 +366,32 @@ fn curves_section(o: &mut String, r: &Report) {
         fig(
             o,
             &format!("curve-{}", slug(&format!("{metric:?}"))),
-            &plots::curves(&bars),
+            &plots::curves(&bars, &group),
             metric.title(),
         );
     }
+}
+
+/// Per trace, the workload it is a load step of: traces whose names are the same but
+/// for their numbers (`hackbench-g4-l2000`, `hackbench-g8-l2000`) share one.
+fn load_steps(traces: &[TraceReport]) -> Vec<usize> {
+    let keys: Vec<String> = traces
+        .iter()
+        .map(|t| {
+            let mut key = String::new();
+            for c in t.name.chars() {
+                if !c.is_ascii_digit() {
+                    key.push(c);
+                } else if !key.ends_with('#') {
+                    key.push('#');
+                }
+            }
+            key
+        })
+        .collect();
+    keys.iter()
+        .map(|k| keys.iter().position(|x| x == k).expect("its own key"))
+        .collect()
 }
 
 fn fidelity_section(o: &mut String, r: &Report) {
@@ -397,23 +455,26 @@ fn fidelity_section(o: &mut String, r: &Report) {
         if let Some(f) = &t.replay.search_fit {
             let _ = writeln!(
                 o,
-                "<p>Measured select_task_rq_fair time on {} fits {:.0} ns + {:.0} ns per runqueue \
-                 probed (r² {:.2}, {} wakeups). On an emulated guest these are not hardware timings.</p>",
+                "<p>Measured select_task_rq_fair time on {} {}. On an emulated guest these are \
+                 not hardware timings.</p>",
                 escape(&t.name),
-                f.entry_ns,
-                f.probe_ns,
-                f.r2,
-                f.samples
+                escape(&super::search_time::fit_sentence(f))
             );
         }
     }
 }
 
 fn reproduce_section(o: &mut String, r: &Report) {
-    let cmd: Vec<String> = r.command_line.iter().map(|a| shell_quote(a)).collect();
+    let cmd: Vec<String> = r.reproduce.iter().map(|a| shell_quote(a)).collect();
+    let implicit = if r.reproduce.len() > r.command_line.len() {
+        " The command line named no trace: the <code>--trace</code> options above name the \
+         traces it resolved, so the command reads them again whatever is newest then."
+    } else {
+        ""
+    };
     let _ = writeln!(
         o,
-        "<pre>{}</pre><p>sisreplay {}; {}; {} time windows per trace.</p>",
+        "<pre>{}</pre><p>sisreplay {}; {}; {} time windows per trace.{implicit}</p>",
         escape(&cmd.join(" ")),
         escape(&r.sisreplay_version),
         escape(r.comparison.test),
@@ -421,7 +482,7 @@ fn reproduce_section(o: &mut String, r: &Report) {
     );
     let _ = writeln!(
         o,
-        "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>kernel</th><th>source</th>\
+        "<div class=\"scroll\"><table><thead><tr><th>trace</th><th>content</th><th>kernel</th><th>source</th>\
          <th>clock</th><th>CPUs</th><th>events</th><th>lost</th><th>sched features (SIS)</th>\
          </tr></thead><tbody>"
     );
@@ -442,8 +503,10 @@ fn reproduce_section(o: &mut String, r: &Report) {
             .unwrap_or_else(|| "not recorded".into());
         let _ = writeln!(
             o,
-            "<tr><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
+            "<tr><td class=\"t\">{}</td><td class=\"t\" title=\"{}\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
             escape(&t.path.display().to_string()),
+            escape(&format!("{} of {}", t.content_hash.algorithm, t.content_hash.file.display())),
+            escape(&t.content_hash.to_string()),
             escape(t.kernel_release.as_deref().unwrap_or("unknown")),
             escape(t.source_format.as_deref().unwrap_or("trace file")),
             escape(t.clock.as_deref().unwrap_or("unknown")),
@@ -637,7 +700,8 @@ fn head_section(o: &mut String, r: &Report) {
          <li><a href=\"#search-time\">Search time</a></li>{}<li><a href=\"#placements\">Placements \
          and rq locks</a></li><li><a href=\"#latency\">Wakeup latency</a></li><li><a href=\"#machine\">\
          Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
-         Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li></ol></nav>",
+         Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li><li><a href=\"#glossary\">\
+         Glossary</a></li></ol></nav>",
         if r.traces.len() > 1 {
             "<li><a href=\"#load-curves\">Over load</a></li>"
         } else {
@@ -672,9 +736,10 @@ fn verdict_section(o: &mut String, r: &Report) {
         };
         let _ = writeln!(
             o,
-            "<li><b>T{}</b> {}: {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
+            "<li><b>T{}</b> {} (<code>{}</code>): {}; trust <span class=\"{trust}\">{trust}</span>{warn}.</li>",
             i + 1,
             escape(&t.name),
+            escape(&t.content_hash.to_string()),
             escape(&what)
         );
     }
@@ -891,35 +956,84 @@ fn machine_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "</section>");
 }
 
-/// A busy/idle strip from the middle of each trace.
+/// Machines with more CPUs than this draw one busy strip per LLC, not per CPU: a row
+/// per CPU of a 224-CPU machine is illegible and weighs megabytes.
+const PER_CPU_STRIPS_MAX: usize = 16;
+
+/// Bins of the per-LLC strip across the window: about two pixels each.
+const LLC_STRIP_BINS: usize = 340;
+
+/// A busy/idle strip from the middle of each trace: a row per CPU, or per LLC, shaded by
+/// the share of its CPUs busy, on a machine of more than [`PER_CPU_STRIPS_MAX`] CPUs.
 fn timeline_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<section id=\"timeline\"><h2>Busy/idle timeline</h2>");
     for t in &r.traces {
         let tl = &t.timeline;
-        let busy: Vec<String> = tl
-            .busy_pct()
-            .iter()
-            .map(|(c, p)| format!("CPU {c} {p:.0}%"))
-            .collect();
-        fig(
-            o,
-            &format!("timeline-{}", slug(&t.name)),
-            &plots::timeline(
-                &format!(
-                    "Busy CPUs, {} ({} us from the middle)",
-                    t.name,
-                    tl.span_ns / 1000
-                ),
-                tl.span_ns,
-                &tl.cpus,
-            ),
-            &format!(
-                "Dark: a task runs; light: the idle task. Busy: {}.",
-                busy.join(", ")
-            ),
+        let title = format!(
+            "Busy CPUs, {} ({} us from the middle)",
+            t.name,
+            tl.span_ns / 1000
         );
+        let (svg, caption) = if tl.cpus.len() > PER_CPU_STRIPS_MAX {
+            let llcs = tl.llc_busy(&t.topology, LLC_STRIP_BINS);
+            let rows: Vec<(String, Vec<f64>)> = llcs
+                .iter()
+                .map(|l| (format!("LLC {} ({} CPUs)", l.llc, l.cpus), l.shares.clone()))
+                .collect();
+            let busy: Vec<String> = llcs
+                .iter()
+                .map(|l| {
+                    let mean = l.shares.iter().sum::<f64>() / l.shares.len().max(1) as f64;
+                    format!("LLC {} {:.0}%", l.llc, 100.0 * mean)
+                })
+                .collect();
+            (
+                plots::shaded_timeline(&title, tl.span_ns, &rows),
+                format!(
+                    "One row per LLC: the darker, the larger the share of its CPUs running \
+                     a task. Busy: {}.",
+                    busy.join(", ")
+                ),
+            )
+        } else {
+            let busy: Vec<String> = tl
+                .busy_pct()
+                .iter()
+                .map(|(c, p)| format!("CPU {c} {p:.0}%"))
+                .collect();
+            (
+                plots::timeline(&title, tl.span_ns, &tl.cpus),
+                format!(
+                    "Dark: a task runs; light: the idle task. Busy: {}.",
+                    busy.join(", ")
+                ),
+            )
+        };
+        fig(o, &format!("timeline-{}", slug(&t.name)), &svg, &caption);
     }
     let _ = writeln!(o, "</section>");
+}
+
+/// The report's words, one line each, and the seeds with their subjects.
+fn glossary_section(o: &mut String) {
+    let _ = writeln!(
+        o,
+        "<section id=\"glossary\"><h2>Glossary</h2><dl class=\"glossary\">"
+    );
+    for (term, def) in super::glossary::TERMS {
+        let _ = writeln!(o, "<dt>{}</dt><dd>{}</dd>", escape(term), escape(def));
+    }
+    let _ = writeln!(o, "</dl><h3>Seeds</h3><dl class=\"glossary\">");
+    for (id, subject, who, what) in super::glossary::SEEDS {
+        let _ = writeln!(
+            o,
+            "<dt>seed {id}</dt><dd><i>{}</i> ({}): {}</dd>",
+            escape(subject),
+            escape(who),
+            escape(what)
+        );
+    }
+    let _ = writeln!(o, "</dl></section>");
 }
 
 /// The whole report as one HTML page: verdict, tables, search time, load curves (several
@@ -936,7 +1050,7 @@ pub fn render(r: &Report) -> String {
 
     let _ = writeln!(o, "<section id=\"search-time\"><h2>Search time</h2>");
     for t in &r.traces {
-        search_section(&mut o, t);
+        search_section(&mut o, r, t);
     }
     let _ = writeln!(o, "</section>");
 
@@ -967,6 +1081,9 @@ pub fn render(r: &Report) -> String {
 
     let _ = writeln!(o, "<section id=\"reproduce\"><h2>Reproduce</h2>");
     reproduce_section(&mut o, r);
-    let _ = writeln!(o, "</section></main></body></html>");
+    let _ = writeln!(o, "</section>");
+
+    glossary_section(&mut o);
+    let _ = writeln!(o, "</main></body></html>");
     o
 }

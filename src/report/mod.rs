@@ -5,10 +5,13 @@
 //! (`html`), mail-ready text (`text`) or JSON (this module's types).
 
 pub mod fidelity;
+pub mod glossary;
 pub mod html;
 pub mod plots;
+pub mod search_time;
 pub mod text;
 pub mod timeline;
+pub mod trace_id;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +25,7 @@ use crate::policy::{self, params::Params};
 use crate::replay::ReplayResult;
 use crate::topology::Topology;
 
+pub use search_time::SearchTime;
 pub use timeline::Timeline;
 
 /// What `sisreplay report` is asked for besides the arms and traces.
@@ -32,6 +36,9 @@ pub struct ReportOptions {
     pub timeline_ns: u64,
     /// The command line, for the reproduction section.
     pub command_line: Vec<String>,
+    /// The command line named no trace: the traces were resolved (a default bundle or
+    /// the sample), and the reproduction names them.
+    pub traces_implicit: bool,
 }
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by
@@ -155,6 +162,8 @@ pub struct TraceReport {
     pub name: String,
     /// The bundle or trace file.
     pub path: PathBuf,
+    /// A hash of its content: which trace this was, whatever its path.
+    pub content_hash: trace_id::ContentHash,
     /// uname -r of the traced kernel, when known.
     pub kernel_release: Option<String>,
     /// The sched features the capture read, when it could.
@@ -175,6 +184,8 @@ pub struct TraceReport {
     pub topology_assumed: bool,
     /// The trace's decision replay with every policy arm and the traced kernel's.
     pub replay: ReplayResult,
+    /// Modelled and measured time per search, ns in log2 buckets.
+    pub search_time: SearchTime,
     /// The busy/idle strip: `timeline_ns` from the middle of the trace.
     pub timeline: Timeline,
     /// Names of the tasks the latency tables list (from the bundle's pid table).
@@ -199,6 +210,9 @@ pub struct Report {
     pub sisreplay_version: String,
     /// The command line, for the reproduction section.
     pub command_line: Vec<String>,
+    /// The command that makes this report again: the command line, with a `--trace` for
+    /// each trace when it named none and the report resolved them.
+    pub reproduce: Vec<String>,
     /// The tables: every metric, trace and arm.
     pub comparison: Comparison,
     /// One per metric, non-baseline arm and trace where both sides have a value.
@@ -224,6 +238,14 @@ pub enum ReportError {
     /// A policy spec that is not registered or whose parameters do not parse.
     #[error("{0}")]
     Policy(String),
+    /// A trace could not be read for its content hash.
+    #[error("{}: {source}", path.display())]
+    Hash {
+        /// The file hashed.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
 }
 
 /// One verdict per metric, arm and trace where both sides have a value.
@@ -309,9 +331,14 @@ pub fn build(
             .saturating_add(replay.duration_ns / 2)
             .saturating_sub(opts.timeline_ns / 2);
         let timeline = timeline::read(&s.path, start, opts.timeline_ns, replay.nr_cpus)?;
+        let content_hash = trace_id::of(&s.path).map_err(|source| ReportError::Hash {
+            path: s.path.clone(),
+            source,
+        })?;
         reports.push(TraceReport {
             name: s.trace.clone(),
             path: s.path.clone(),
+            content_hash,
             kernel_release: replay.kernel_release.clone(),
             features: meta.as_ref().and_then(features),
             clock: meta.as_ref().and_then(|m| m.clock.clone()),
@@ -333,6 +360,7 @@ pub fn build(
                 pids.filter_map(|p| Some((p, meta.as_ref()?.tasks.get(&p)?.clone())))
                     .collect()
             },
+            search_time: SearchTime::of(&replay, &comparison.arms),
             replay,
             timeline,
         });
@@ -345,8 +373,12 @@ pub fn build(
             Arm::Trace { .. } => None,
         })
         .collect();
+    // The traced kernel's policy, unless an arm is it already (under an alias too).
     for r in &reports {
-        if !specs.contains(&r.replay.as_kernel) {
+        let given = specs
+            .iter()
+            .any(|s| policy::PolicySpec::parse(s).is_ok_and(|p| p.is(&r.replay.as_kernel)));
+        if !given {
             specs.push(r.replay.as_kernel.clone());
         }
     }
@@ -364,9 +396,17 @@ pub fn build(
                 .collect(),
         });
     }
+    let mut reproduce = opts.command_line.clone();
+    if opts.traces_implicit {
+        for t in &reports {
+            reproduce.push("--trace".into());
+            reproduce.push(t.path.display().to_string());
+        }
+    }
     Ok(Report {
         sisreplay_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: opts.command_line.clone(),
+        reproduce,
         verdicts: verdicts(&comparison, &reports),
         comparison,
         traces: reports,

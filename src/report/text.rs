@@ -54,10 +54,33 @@ pub fn render(r: &Report) -> String {
         longest_waits(&mut o, t);
         fidelity_lines(&mut o, t);
     }
-    let _ = writeln!(o);
-    let cmd = r.command_line.join(" ");
-    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
+    reproduce(&mut o, r);
+    glossary(&mut o);
     o
+}
+
+/// The report's words and the seeds, one entry each.
+fn glossary(o: &mut String) {
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Glossary:");
+    for (term, def) in super::glossary::TERMS {
+        let _ = writeln!(o, "{}", fit(&format!("  {term}: {def}")));
+    }
+    for (id, subject, who, _) in super::glossary::SEEDS {
+        let _ = writeln!(o, "{}", fit(&format!("  seed {id} ({who}): {subject}")));
+    }
+}
+
+/// Each trace by path and content hash, and the command that makes the report again
+/// (with the traces it resolved when the command line named none).
+fn reproduce(o: &mut String, r: &Report) {
+    let _ = writeln!(o);
+    for (i, t) in r.traces.iter().enumerate() {
+        let line = format!("T{} {}: {}", i + 1, t.path.display(), t.content_hash);
+        let _ = writeln!(o, "{}", fit(&line));
+    }
+    let cmd = r.reproduce.join(" ");
+    let _ = writeln!(o, "{}", fit(&format!("Reproduce: {cmd}")));
 }
 
 /// The evidence first: how well the model of each traced kernel reproduced its trace;
@@ -121,32 +144,34 @@ fn verdict(o: &mut String, r: &Report) {
     }
 }
 
-/// A trace's modelled search time per policy, and the measured one where the trace
-/// has it, as bpftrace histograms.
+/// Each arm's modelled time per scanning wakeup and the kernel's measured
+/// select_task_rq_fair time where the trace has it, ns in log2 buckets as bpftrace
+/// histograms, and what the measurement says of the cost per runqueue.
 fn search_histograms(o: &mut String, t: &TraceReport) {
     let _ = writeln!(
         o,
         "{}",
         fit(&format!(
-            "Modelled search time per scanning wakeup, us, {} ({} ns + {} ns/probe):",
+            "Modelled search time per scanning wakeup, ns, {} ({} ns + {} ns/probe):",
             t.name, t.replay.time_model.entry_ns, t.replay.time_model.probe_ns
         ))
     );
-    for p in &t.replay.policies {
-        if p.search_us.buckets.iter().any(|&n| n > 0) {
-            o.push_str(&bpftrace_hist(
-                &format!("search_us[{}]", p.policy),
-                &p.search_us,
-            ));
+    for (policy, h) in &t.search_time.modelled_ns {
+        if h.buckets.iter().any(|&n| n > 0) {
+            o.push_str(&bpftrace_hist(&format!("search_ns[{policy}]"), h));
         } else {
-            let _ = writeln!(o, "@search_us[{}]: no scan", p.policy);
+            let _ = writeln!(o, "@search_ns[{policy}]: no scan");
         }
     }
-    if !t.replay.observed.search_latency_us.buckets.is_empty() {
-        o.push_str(&bpftrace_hist(
-            "measured_select_task_rq_fair_us",
-            &t.replay.observed.search_latency_us,
-        ));
+    if let Some(m) = &t.search_time.measured_ns {
+        o.push_str(&bpftrace_hist("measured_select_task_rq_fair_ns", m));
+    }
+    if let Some(f) = &t.replay.search_fit {
+        let line = format!(
+            "Measured select_task_rq_fair time {}.",
+            super::search_time::fit_sentence(f)
+        );
+        let _ = writeln!(o, "{}", fit(&line));
     }
 }
 
