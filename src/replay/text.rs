@@ -81,9 +81,11 @@ fn probes(o: &mut String, r: &ReplayResult) {
     if let Some(f) = &r.search_fit {
         let _ = writeln!(
             o,
-            "  fit over {} agreeing wakeups: {:.0} ns + {:.0} ns per runqueue probed \
-             (r2 {:.2})",
-            f.samples, f.entry_ns, f.probe_ns, f.r2
+            "{}",
+            crate::report::text::fit(&format!(
+                "  the measured time over agreeing wakeups {}",
+                crate::report::search_time::fit_sentence(f)
+            ))
         );
     }
 }

@@ -112,8 +112,11 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
         if let Some(fit) = &r.search_fit {
             let _ = writeln!(
                 o,
-                "    fit: {:.0} ns + {:.0} ns per runqueue probed, r2 {:.3}, {} wakeups",
-                fit.entry_ns, fit.probe_ns, fit.r2, fit.samples
+                "{}",
+                super::text::fit(&format!(
+                    "    the measured time {}",
+                    super::search_time::fit_sentence(fit)
+                ))
             );
         }
     }
