@@ -64,7 +64,7 @@ $bin replay $b --policy no_limit,sis_util,sis_prop > /dev/null
 rm -rf reports/data/$(basename $b)
 mkdir -p reports/data
 mv $b/results reports/data/$(basename $b)
-ls -l reports
-
 # Each policy model against the rig kernels built with that policy.
 python3 reports/ground_truth.py "$bin"
+
+ls -l reports
