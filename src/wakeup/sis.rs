@@ -393,7 +393,10 @@ pub fn select_idle_sibling(
     };
     let budget = s.policy.budget(&ctx);
     // Scan order: for_each_cpu_wrap from target + 1; target itself comes last.
-    let start = span.iter().position(|&c| c > target).unwrap_or(0);
+    let start = match span.partition_point(|&c| c <= target) {
+        i if i == span.len() => 0,
+        i => i,
+    };
     let order = span[start..].iter().chain(span[..start].iter()).copied();
     let picked = if budget == Budget::Cpus(0) {
         s.note(|| "budget 0: no scan".to_string());
