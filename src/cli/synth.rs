@@ -1,5 +1,6 @@
 //! `synth` and `simulate`: closed-loop runs of a workload model, or of a trace's tasks.
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use super::args::{SimulateArgs, SynthArgs};
@@ -61,6 +62,7 @@ pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
         seed: args.seed,
         out_dir,
         jobs: jobs_or_cpus(args.jobs),
+        progress: std::io::stderr().is_terminal(),
     };
     let results = steps::run(&o)?;
     if args.json {

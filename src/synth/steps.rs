@@ -84,6 +84,9 @@ pub struct SynthOptions {
     pub jobs: usize,
     /// Seeds the run-time variation of every step and policy alike.
     pub seed: u64,
+    /// Say on stderr how many runs there are and as each one ends (for a terminal: a
+    /// sweep takes minutes).
+    pub progress: bool,
 }
 
 /// One simulation: a load step under one policy.
@@ -221,9 +224,35 @@ pub fn run(o: &SynthOptions) -> Result<Vec<StepResult>, SynthError> {
         .iter()
         .flat_map(|s| o.policies.iter().map(move |p| (s, p.as_str())))
         .collect();
-    crate::parallel::map(&work, o.jobs, |(step, policy)| one(o, step, policy))
-        .into_iter()
-        .collect()
+    if o.progress {
+        eprintln!(
+            "sisreplay: synth: {} runs ({} load steps x {} policies){}",
+            work.len(),
+            o.steps.len(),
+            o.policies.len(),
+            o.out_dir.as_ref().map_or(String::new(), |d| format!(
+                ", a bundle each in {}",
+                d.display()
+            ))
+        );
+    }
+    let started = std::time::Instant::now();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    crate::parallel::map(&work, o.jobs, |(step, policy)| {
+        let r = one(o, step, policy);
+        if o.progress {
+            let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            eprintln!(
+                "sisreplay: synth: {k} of {} done ({}, {policy}) after {:.1} s",
+                work.len(),
+                step.label,
+                started.elapsed().as_secs_f64()
+            );
+        }
+        r
+    })
+    .into_iter()
+    .collect()
 }
 
 #[cfg(test)]
