@@ -39,23 +39,8 @@ def run(binary, *args):
 
 
 def per_search(c):
+    """Runqueues scanned per search."""
     return c["scanned"] / max(c["search"], 1)
-
-
-def derived(c):
-    """The seeds' percentages of raw counters, as sisreplay's Derived::of computes them."""
-    s, d, sc, f = c["search"], c["domain_search"], c["scanned"], c["failed"]
-    fast = s - d
-
-    def pct(a, b):
-        return 100.0 * a / b if b > 0 else 0.0
-
-    return {
-        "se_eff": pct(s - f, sc),
-        "dom_eff": pct(d - f, sc - fast),
-        "success_rate": pct(s - f, s),
-        "fast_rate": pct(fast, s),
-    }
 
 
 def rel(model, kernel):
@@ -120,7 +105,7 @@ def main():
             return f"{r:>+7.1f}{'!' if abs(r) > COUNTER_TARGET else ' '}"
 
         ps = rel(per_search(m), per_search(k))
-        se_k, se_m = derived(k)["se_eff"], derived(m)["se_eff"]
+        se_k, se_m = f["kernel_sis_derived"]["se_eff"], modelled["derived"]["se_eff"]
         w(
             f"{kernel:<32} {trace:<28} {cell('search')} {cell('scanned')} {cell('failed')} "
             f"{ps:>+10.1f}{'!' if abs(ps) > COUNTER_TARGET else ' '} "
@@ -143,8 +128,8 @@ def main():
             w(f"{kernel:<32} {trace:<28} {model:<12} (no {BASE} capture of this topology)")
             continue
         predicted = run(binary, "replay", unpatched, "--policy", model, "--json")
-        p = next(x for x in predicted["policies"] if x["policy"] == model)["counters"]
-        dp, dk = derived(p), derived(f["kernel_sis"]["counters"])
+        dp = next(x for x in predicted["policies"] if x["policy"] == model)["derived"]
+        dk = f["kernel_sis_derived"]
         cells = " ".join(
             f"{dk[key]:>5.1f}->{dp[key]:>5.1f} {dp[key] - dk[key]:>+5.1f}" for key, _ in METRICS
         )

@@ -107,15 +107,3 @@ impl Error {
         }
     }
 }
-
-impl From<String> for Error {
-    fn from(what: String) -> Error {
-        Error::Usage(what)
-    }
-}
-
-impl From<&str> for Error {
-    fn from(what: &str) -> Error {
-        Error::Usage(what.into())
-    }
-}

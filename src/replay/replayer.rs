@@ -82,6 +82,8 @@ pub struct Replayer<'o> {
     first_seen: Option<u64>,
     last_seen: u64,
     observers: Vec<&'o mut dyn DecisionObserver>,
+    /// The arm whose searches clear the has_idle_cores hint (see Machine::idle_cores).
+    hint_arm: usize,
 }
 
 impl<'o> Replayer<'o> {
@@ -94,6 +96,9 @@ impl<'o> Replayer<'o> {
         let mut arms = Vec::new();
         // The first arm that is the traced kernel's policy is set against its choices.
         let mut kernel_arm = setup.specs.iter().position(|s| s.is(&setup.as_kernel));
+        // The traced kernel's own search (the first arm's without one) is what clears the
+        // LLC's has_idle_cores hint.
+        let hint_arm = kernel_arm.unwrap_or(0);
         for s in setup.specs {
             if !s.info().replayable {
                 return Err(PolicyError::NotReplayable(s.to_string()).into());
@@ -136,6 +141,7 @@ impl<'o> Replayer<'o> {
             first_seen: None,
             last_seen: 0,
             observers,
+            hint_arm,
         })
     }
 
@@ -366,14 +372,7 @@ impl<'o> Replayer<'o> {
             slot,
         };
         let probe_ns = selection.and_then(|s| s.duration_ns);
-        // The traced kernel's own search (the first arm's without one) is what clears
-        // the LLC's has_idle_cores hint.
         let mut clears_idle_cores = false;
-        let hint_arm = self
-            .arms
-            .iter()
-            .position(|a| a.metrics.fidelity.is_some())
-            .unwrap_or(0);
         for (i, a) in self.arms.iter_mut().enumerate() {
             let m = &self.machine;
             let d = select_idle_sibling(
@@ -401,7 +400,7 @@ impl<'o> Replayer<'o> {
             for o in self.observers.iter_mut() {
                 o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
             }
-            clears_idle_cores |= i == hint_arm && d.cleared_idle_cores;
+            clears_idle_cores |= i == self.hint_arm && d.cleared_idle_cores;
         }
         if clears_idle_cores {
             self.machine.clear_idle_cores(wakee.target);

@@ -398,31 +398,25 @@ pub fn select_idle_sibling(
         i => i,
     };
     let order = span[start..].iter().chain(span[..start].iter()).copied();
-    let picked = if budget == Budget::Cpus(0) {
+    let scans = budget != Budget::Cpus(0);
+    let picked = if !scans {
         s.note(|| "budget 0: no scan".to_string());
         None
     } else if has_idle_core {
-        let found = s.select_idle_core(order, span);
-        if !matches!(found, Some((_, Path::Core))) {
-            let mut d = match found {
-                Some((cpu, path)) => s.done(cpu, path),
-                None => {
-                    s.k.failed += 1;
-                    s.note(|| format!("no idle CPU found: target {target}"));
-                    s.done(target, Path::Failed)
-                }
-            };
-            d.cleared_idle_cores = true;
-            return d;
-        }
-        found
+        s.select_idle_core(order, span)
     } else {
         s.scan_cpus(&ctx, budget, order).map(|c| (c, Path::Cpu))
     };
-    if let Some((cpu, path)) = picked {
-        return s.done(cpu, path);
-    }
-    s.k.failed += 1;
-    s.note(|| format!("no idle CPU found: target {target}"));
-    s.done(target, Path::Failed)
+    // A search for an idle core that took none: the kernel clears the hint.
+    let cleared_idle_cores = scans && has_idle_core && !matches!(picked, Some((_, Path::Core)));
+    let mut d = match picked {
+        Some((cpu, path)) => s.done(cpu, path),
+        None => {
+            s.k.failed += 1;
+            s.note(|| format!("no idle CPU found: target {target}"));
+            s.done(target, Path::Failed)
+        }
+    };
+    d.cleared_idle_cores = cleared_idle_cores;
+    d
 }
