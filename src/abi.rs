@@ -1,6 +1,8 @@
 //! Values of the kernel's scheduler ABI that traces carry or that the models follow,
 //! defined once. Each has been unchanged from v5.13 through v7.1.
 
+/// wake_flags: a wakeup by try_to_wake_up (kernel/sched/sched.h, v6.x numbering).
+pub const WF_TTWU: u32 = 0x08;
 /// wake_flags: a synchronous wakeup, the waker about to sleep (kernel/sched/sched.h).
 pub const WF_SYNC: u32 = 0x10;
 

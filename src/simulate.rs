@@ -16,7 +16,7 @@ use crate::derived::{Derived, Migration, Pass, Slice, SliceEnd, SliceStart, Wake
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
 use crate::parallel;
-use crate::sim::{Sim, SimOptions, SimResult};
+use crate::sim::{Scheduler, Sim, SimOptions, SimResult};
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -398,6 +398,8 @@ pub struct Rerun {
     /// The re-run under the traced policy against the trace: whether the other
     /// policies' re-runs are to be believed.
     pub self_fidelity: SelfFidelity,
+    /// The fair scheduler the re-runs ran.
+    pub scheduler: Scheduler,
 }
 
 /// What `sisreplay simulate` re-runs and where it writes.
@@ -410,6 +412,8 @@ pub struct RerunOptions {
     pub out_dir: Option<PathBuf>,
     /// Re-runs at once, one per thread.
     pub jobs: usize,
+    /// The fair scheduler; None takes the one of the bundle's kernel release.
+    pub scheduler: Option<Scheduler>,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -468,6 +472,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         (n, ns) if n >= MIN_SAMPLES && ns > 0 => ns,
         _ => crate::sim::DEFAULT_PREEMPT_DELAY_NS,
     };
+    let scheduler = o
+        .scheduler
+        .unwrap_or_else(|| Scheduler::of_release(b.meta.kernel_release.as_deref()));
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
     let sims = parallel::map(&policies, o.jobs, |policy| -> Result<_, SimulateError> {
@@ -477,6 +484,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 wake_ipi_ns,
                 preempt_delay_ns,
                 record: true,
+                scheduler,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;
@@ -529,6 +537,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         trace,
         runs,
         self_fidelity,
+        scheduler,
     })
 }
 
@@ -549,14 +558,24 @@ fn render_runs(out: &mut String, r: &Rerun) {
     let _ = writeln!(
         out,
         "{}: {} tasks, {} wakeups between tasks, {} by timers or interrupts ({} with probed \
-         wake flags); traced policy {}",
+         wake flags); traced policy {}; scheduler {}",
         short(&r.bundle),
         m.tasks,
         m.task_wakeups,
         m.timer_wakeups,
         m.probed_sync,
-        r.traced_policy
+        r.traced_policy,
+        r.scheduler.describe()
     );
+    let x = &m.exchanges;
+    if x.pairs > 0 {
+        let _ = writeln!(
+            out,
+            "{} request-response pairs: {} writes and {} reads the trace did not show were \
+             put back",
+            x.pairs, x.writes_added, x.reads_added
+        );
+    }
     let _ = writeln!(
         out,
         "{:<14} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>8} {:>9} {:>6}",

@@ -44,6 +44,8 @@ fn run_with(
             jitter: 0.0,
             seed: 1,
             record: false,
+            // The cases are worked out with v6.1's CFS.
+            scheduler: sisreplay::sim::Scheduler::Cfs,
         },
     )
     .unwrap();

@@ -76,7 +76,9 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     assert!(row.ends_with(mark), "{row}");
     assert!(text.contains("self-fidelity of pingpong-2pairs"), "{text}");
     // Each re-run is a bundle: replayed with its own policy, every simulated decision
-    // comes back (per-CPU kernel threads get no selection in either).
+    // comes back (per-CPU kernel threads get no selection in either, nor, under the
+    // 6.18 trace's EEVDF with DELAY_DEQUEUE, wakeups of delayed tasks: the re-run's
+    // select_task_rq_fair probe events say which wakeups selected).
     for p in ["sis_util", "sis_prop"] {
         let b = out.join(format!("sim-pingpong-2pairs-{p}"));
         let sim: serde_json::Value =
@@ -91,7 +93,7 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
             f["agree"].as_u64().unwrap(),
             f["decisions"].as_u64().unwrap(),
         );
-        assert!(all > 40_000, "{p}: {all}");
+        assert!(all > 10_000, "{p}: {all}");
         assert_eq!(agree, all, "{p}");
     }
 }

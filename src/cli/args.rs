@@ -292,9 +292,35 @@ pub(super) struct SimulateArgs {
     /// Threads to run the policies on [default: the CPUs available]
     #[arg(short, long)]
     pub jobs: Option<usize>,
+    /// The fair scheduler of the re-runs: `auto` takes the bundle's kernel release's
+    /// (CFS before v6.6, EEVDF from it, with DELAY_DEQUEUE from v6.12)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub scheduler: SchedulerArg,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
+}
+
+/// `simulate --scheduler`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum SchedulerArg {
+    Auto,
+    Cfs,
+    Eevdf,
+    EevdfDelayDequeue,
+}
+
+impl SchedulerArg {
+    /// The scheduler asked for; None for the release's.
+    pub fn scheduler(self) -> Option<crate::sim::Scheduler> {
+        use crate::sim::Scheduler;
+        match self {
+            SchedulerArg::Auto => None,
+            SchedulerArg::Cfs => Some(Scheduler::Cfs),
+            SchedulerArg::Eevdf => Some(Scheduler::Eevdf),
+            SchedulerArg::EevdfDelayDequeue => Some(Scheduler::EevdfDelayDequeue),
+        }
+    }
 }
 
 #[derive(clap::Args)]

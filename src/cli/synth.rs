@@ -27,6 +27,7 @@ pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
         policies: args.policy.clone(),
         out_dir: args.output.clone(),
         jobs: jobs_or_cpus(args.jobs),
+        scheduler: args.scheduler.scheduler(),
     };
     let r = simulate::run(&o)?;
     if args.json {

@@ -15,6 +15,10 @@
 //! group find_busiest_group finds imbalanced; the policies get their LLC statistics on
 //! replay's schedule.
 //!
+//! For kernels from v6.6 the fair scheduler is EEVDF instead ([`eevdf`]: lag kept across
+//! sleeps and migrations, eligibility, virtual deadlines, RUN_TO_PARITY, and from v6.12
+//! DELAY_DEQUEUE), with the same costs, balancing and placement around it.
+//!
 //! The simulator emits the tracepoints a kernel would (sched_waking, sched_migrate_task,
 //! sched_wakeup, sched_switch, sched_wakeup_new) and keeps the same reconstructed machine
 //! state as decision replay by applying them, so placement goes through the very code
@@ -26,7 +30,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::abi::{EXIT_DEAD, MIGRATION_COST_NS, PREEMPTED};
+use crate::abi::{EXIT_DEAD, MIGRATION_COST_NS, PREEMPTED, WF_SYNC, WF_TTWU};
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
@@ -38,11 +42,16 @@ use crate::wakeup::balance::Balancer;
 use crate::wakeup::sis::{select_idle_sibling, SisCounters, TimeModel};
 use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
+pub mod eevdf;
+pub use eevdf::Scheduler;
+
 const MS: u64 = 1_000_000;
 /// The normalized CFS tunables, before get_update_sysctl_factor's scaling.
 const SCHED_LATENCY: u64 = 6 * MS;
 const MIN_GRANULARITY: u64 = 750_000;
 const WAKEUP_GRANULARITY: u64 = MS;
+/// EEVDF's sysctl_sched_base_slice, normalized likewise.
+const BASE_SLICE: u64 = 750_000;
 const BALANCE_INTERVAL: u64 = 4 * MS;
 /// How long an enqueue or a context switch holds a runqueue lock (replay's default).
 const RQ_LOCK_HOLD_NS: u64 = 300;
@@ -100,6 +109,8 @@ pub struct SimOptions {
     pub seed: u64,
     /// Keep the emitted events, for a bundle.
     pub record: bool,
+    /// The fair scheduler: CFS as in v6.1, or EEVDF (v6.6+, DELAY_DEQUEUE from v6.12).
+    pub scheduler: Scheduler,
 }
 
 impl SimOptions {
@@ -123,6 +134,7 @@ impl SimOptions {
             jitter: DEFAULT_JITTER,
             seed: 1,
             record: false,
+            scheduler: Scheduler::Cfs,
         }
     }
 }
@@ -282,6 +294,15 @@ struct Task {
     /// When it last left a CPU (exec_start, for cache hotness).
     last_ran: u64,
     woken_at: Option<u64>,
+    /// EEVDF: the virtual deadline.
+    deadline: u64,
+    /// EEVDF: the lag kept from its last dequeue.
+    vlag: i64,
+    /// EEVDF: picked and not yet past the deadline it was picked with
+    /// (RUN_TO_PARITY).
+    protected: bool,
+    /// DELAY_DEQUEUE: blocked, but still queued on its CPU until picked or woken.
+    delayed: bool,
 }
 
 /// Who wakes a task, as the wakeup's events and its selection see it.
@@ -461,6 +482,7 @@ struct Tunables {
     latency: u64,
     min_granularity: u64,
     wakeup_granularity: u64,
+    base_slice: u64,
 }
 
 impl Tunables {
@@ -470,6 +492,7 @@ impl Tunables {
             latency: SCHED_LATENCY * factor,
             min_granularity: MIN_GRANULARITY * factor,
             wakeup_granularity: WAKEUP_GRANULARITY * factor,
+            base_slice: BASE_SLICE * factor,
         }
     }
 }
@@ -628,8 +651,17 @@ impl Sim {
                 wake_pending: 0,
                 last_ran: 0,
                 woken_at: None,
+                deadline: 0,
+                vlag: 0,
+                protected: false,
+                delayed: false,
             })
             .collect();
+        let v0 = if opts.scheduler.is_eevdf() {
+            eevdf::VRUNTIME_BASE
+        } else {
+            0
+        };
         let result = SimResult::empty(&workload, &opts, nr);
         let m = Machine::new(topo);
         Ok(Sim {
@@ -639,7 +671,12 @@ impl Sim {
             topo_levels,
             workload,
             tasks,
-            cpus: (0..nr).map(|_| Cpu::default()).collect(),
+            cpus: (0..nr)
+                .map(|_| Cpu {
+                    min_vruntime: v0,
+                    ..Cpu::default()
+                })
+                .collect(),
             heap: BinaryHeap::new(),
             seq: 0,
             policy,
@@ -659,7 +696,16 @@ impl Sim {
         let w = self.wake_payload(t, cpu);
         self.emit(now, cpu, 0, EventKind::WakeupNew(w));
         self.tasks[t].state = State::Runnable;
-        self.tasks[t].vruntime = self.min_vruntime(cpu, now);
+        if self.opts.scheduler.is_eevdf() {
+            // PLACE_DEADLINE_INITIAL: a new task's first request is half a slice.
+            let (sum, n) = self.queued_sum(cpu, now, true);
+            let avg = self.avg_of(cpu, sum, n);
+            let task = &mut self.tasks[t];
+            task.vruntime = avg;
+            task.deadline = avg + self.tun.base_slice / 2;
+        } else {
+            self.tasks[t].vruntime = self.min_vruntime(cpu, now);
+        }
         self.cpus[cpu as usize].rq.push(t);
     }
 
@@ -722,9 +768,11 @@ impl Sim {
         on_cpu: u32,
         common_pid: i32,
     ) {
-        let to_min = self.min_vruntime(to, now);
-        let v = &mut self.tasks[t].vruntime;
-        *v = rebase(*v, from_min, to_min);
+        if !self.opts.scheduler.is_eevdf() {
+            let to_min = self.min_vruntime(to, now);
+            let v = &mut self.tasks[t].vruntime;
+            *v = rebase(*v, from_min, to_min);
+        }
         let task = &self.tasks[t];
         let kind = EventKind::Migrate {
             comm: task.comm,
@@ -789,7 +837,11 @@ impl Sim {
                 Ev::Resched { cpu, gen } => {
                     let c = &self.cpus[cpu as usize];
                     if c.gen == gen && c.curr.is_some() && !c.rq.is_empty() {
-                        self.preempt(cpu, now);
+                        if self.opts.scheduler.is_eevdf() {
+                            self.resched_eevdf(cpu, now);
+                        } else {
+                            self.preempt(cpu, now);
+                        }
                     }
                 }
                 Ev::Kick { cpu } => {
@@ -854,8 +906,12 @@ impl Sim {
         }
     }
 
-    /// The task with the least vruntime waiting on `cpu`, removed from its queue.
+    /// The task to run next on `cpu`, removed from its queue: CFS's least vruntime, or
+    /// EEVDF's pick.
     fn pick(&mut self, cpu: u32) -> Option<usize> {
+        if self.opts.scheduler.is_eevdf() {
+            return self.pick_eevdf(cpu);
+        }
         let rq = &self.cpus[cpu as usize].rq;
         let (i, _) = rq
             .iter()
@@ -902,6 +958,15 @@ impl Sim {
             let nr = c.rq.len() as u64 + 1;
             c.started = now;
             c.slice_end = now + (self.tun.latency / nr).max(self.tun.min_granularity);
+            if self.opts.scheduler.is_eevdf() {
+                // set_next_entity: runs to its deadline, protected (RUN_TO_PARITY).
+                let t = &mut self.tasks[n];
+                if t.deadline <= t.vruntime {
+                    t.deadline = t.vruntime + self.tun.base_slice;
+                }
+                t.protected = true;
+                c.slice_end = now + (t.deadline - t.vruntime);
+            }
             let t = &mut self.tasks[n];
             t.state = State::Running;
             t.cpu = cpu;
@@ -979,6 +1044,9 @@ impl Sim {
                     if let Step::SleepFor(ns) = step {
                         self.schedule(now + ns, Ev::Timer { task: t });
                     }
+                    if self.opts.scheduler.is_eevdf() {
+                        self.dequeue_sleeper(cpu, t, now);
+                    }
                     self.tasks[t].state = State::Sleeping;
                     self.switch_to_next(cpu, now, Some(t), 1);
                     return;
@@ -993,6 +1061,18 @@ impl Sim {
             return;
         }
         self.charge(cpu, now);
+        if self.opts.scheduler.is_eevdf() {
+            if now >= self.cpus[cpu as usize].slice_end {
+                // update_deadline: the slice is used up; others waiting, schedule.
+                self.renew_deadline(cpu, now);
+                if !self.cpus[cpu as usize].rq.is_empty() {
+                    self.resched_eevdf(cpu, now);
+                    return;
+                }
+            }
+            self.advance(cpu, now);
+            return;
+        }
         if now >= self.cpus[cpu as usize].slice_end && !self.cpus[cpu as usize].rq.is_empty() {
             self.preempt(cpu, now);
         } else {
@@ -1042,6 +1122,10 @@ impl Sim {
         if self.tasks[t].exited {
             return;
         }
+        if self.tasks[t].delayed {
+            self.wake_delayed(t, by, now);
+            return;
+        }
         if self.tasks[t].state != State::Sleeping {
             self.keep_wake_pending(t);
             return;
@@ -1072,7 +1156,7 @@ impl Sim {
             self.emit(now, wk.cpu, wk.pid, kind);
         }
         let v = self.enqueue_woken(t, dest, now);
-        self.check_preempt_wakeup(dest, wk.cpu, v, now);
+        self.check_preempt_wakeup(dest, wk.cpu, t, v, now);
     }
 
     /// A wakeup that found `t` awake is kept for its next sleep (one only, unless the
@@ -1116,6 +1200,16 @@ impl Sim {
         // call the class's), so not even wake_wide's flip count sees it.
         if let Some(cpu) = self.workload.tasks[t].pinned {
             return cpu;
+        }
+        if self.opts.scheduler == Scheduler::EevdfDelayDequeue {
+            // As a capture with the select_task_rq_fair probe: a replay of the bundle
+            // then tells the wakeups of delayed tasks, which select nothing, from others.
+            let wake_flags = WF_TTWU | if wk.sync { WF_SYNC } else { 0 };
+            let kind = EventKind::SelectEnter {
+                prev_cpu: prev as i32,
+                wake_flags,
+            };
+            self.emit(stamp, wk.cpu, wk.pid, kind);
         }
         let chosen = choose_target(
             &mut self.m,
@@ -1179,6 +1273,16 @@ impl Sim {
         task.cpu = dest;
         task.state = State::Runnable;
         task.woken_at = Some(now);
+        if self.opts.scheduler.is_eevdf() {
+            // place_entity: behind the average by the lag it left with.
+            let (sum, n) = self.queued_sum(dest, now, true);
+            let avg = self.avg_of(dest, sum, n);
+            let task = &mut self.tasks[t];
+            task.vruntime = eevdf::place(avg, task.vlag, n as u64);
+            task.deadline = task.vruntime + self.tun.base_slice;
+            self.cpus[dest as usize].rq.push(t);
+            return self.tasks[t].vruntime;
+        }
         // GENTLE_FAIR_SLEEPERS: a sleeper is credited half a sched_latency.
         task.vruntime = task
             .vruntime
@@ -1191,7 +1295,7 @@ impl Sim {
     /// After a task of vruntime `v` is queued on `dest`: an idle CPU is kicked by IPI
     /// (or runs it at once, from its own CPU or without IPI delay); a running task far
     /// enough ahead of it is preempted, after the configured delay.
-    fn check_preempt_wakeup(&mut self, dest: u32, waker_cpu: u32, v: u64, now: u64) {
+    fn check_preempt_wakeup(&mut self, dest: u32, waker_cpu: u32, t: usize, v: u64, now: u64) {
         match self.cpus[dest as usize].curr {
             None if dest != waker_cpu && self.opts.wake_ipi_ns > 0 => {
                 if !self.cpus[dest as usize].kicked {
@@ -1200,6 +1304,17 @@ impl Sim {
                 }
             }
             None => self.switch_to_next(dest, now, None, 0),
+            Some(_) if self.opts.scheduler.is_eevdf() => {
+                if self.eevdf_would_pick(dest, t, now) {
+                    if self.opts.preempt_delay_ns == 0 {
+                        self.resched_eevdf(dest, now);
+                    } else {
+                        let gen = self.cpus[dest as usize].gen;
+                        let at = now + self.opts.preempt_delay_ns;
+                        self.schedule(at, Ev::Resched { cpu: dest, gen });
+                    }
+                }
+            }
             Some(c) => {
                 let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
                 if running_v > v + self.tun.wakeup_granularity {
@@ -1239,10 +1354,26 @@ impl Sim {
             .rq
             .iter()
             .rposition(|&t| self.can_migrate(t, now))?;
-        // dequeue_entity makes the vruntime relative before min_vruntime moves on.
+        // dequeue_entity makes the vruntime relative before min_vruntime moves on
+        // (EEVDF: keeps the lag, and the deadline relative to the vruntime).
         let from_min = self.min_vruntime(from, now);
-        let t = self.cpus[from as usize].rq.remove(i);
+        let t = self.cpus[from as usize].rq[i];
+        let eevdf_rel = self.opts.scheduler.is_eevdf().then(|| {
+            let (sum, n) = self.queued_sum(from, now, true);
+            let avg = self.avg_of(from, sum, n);
+            let task = &mut self.tasks[t];
+            task.vlag = eevdf::lag(avg, task.vruntime, self.tun.base_slice);
+            task.deadline.saturating_sub(task.vruntime)
+        });
+        self.cpus[from as usize].rq.remove(i);
         self.migrate(t, from, from_min, to, now, to, 0);
+        if let Some(rel) = eevdf_rel {
+            let (sum, n) = self.queued_sum(to, now, true);
+            let avg = self.avg_of(to, sum, n);
+            let task = &mut self.tasks[t];
+            task.vruntime = eevdf::place(avg, task.vlag, n as u64);
+            task.deadline = task.vruntime + rel;
+        }
         self.result.balance_migrations.count(&self.m.topo, from, to);
         Some(t)
     }
@@ -1251,6 +1382,7 @@ impl Sim {
     /// migration cost ago).
     fn can_migrate(&self, t: usize, now: u64) -> bool {
         self.workload.tasks[t].pinned.is_none()
+            && !self.tasks[t].delayed
             && now.saturating_sub(self.tasks[t].last_ran) >= MIGRATION_COST_NS
     }
 

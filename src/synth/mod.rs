@@ -4,6 +4,7 @@
 //! the loopback path, as the seeds' netperf and hackbench runs imply; they are documented
 //! per workload, not tuned per experiment.
 
+pub mod exchange;
 pub mod steps;
 pub mod traced;
 

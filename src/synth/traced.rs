@@ -37,6 +37,8 @@ pub struct TracedShape {
     /// Wake flags came from the select_task_rq_fair probe for this many task wakeups;
     /// the others are taken as sync, as replay guesses.
     pub probed_sync: u64,
+    /// Request-response pairs, with the writes and reads the trace could not show.
+    pub exchanges: super::exchange::Exchanges,
 }
 
 #[derive(Default)]
@@ -403,6 +405,15 @@ impl Builder {
                     b.steps.pop();
                 }
             }
+        }
+        let mut steps: Vec<Vec<Step>> = self
+            .tasks
+            .iter_mut()
+            .map(|b| std::mem::take(&mut b.steps))
+            .collect();
+        self.shape.exchanges = super::exchange::complete(&mut steps);
+        for (b, s) in self.tasks.iter_mut().zip(steps) {
+            b.steps = s;
         }
         self.shape.first_ns = self.first.unwrap_or(0);
         self.shape.tasks = self.tasks.len();
