@@ -178,6 +178,8 @@ done
     echo 'has() { grep -qE "(^| )(NO_)?$1( |\$)" $F; }'
     echo 'echo "rig: $(uname -r), $(nproc) CPUs, features: $(cat $F)"'
     echo 'cat /sys/kernel/debug/sched/features > /out/features-default.txt'
+    # 6.3+ lists sched/domains/ in debugfs only with sched/verbose on.
+    echo 'echo Y > /sys/kernel/debug/sched/verbose'
     echo 'ls /sys/kernel/debug/sched/domains/cpu0 > /out/domains.txt 2>&1'
     echo 'cat /sys/kernel/debug/sched/domains/cpu0/domain*/name >> /out/domains.txt 2>&1'
     # Which of the idle search's functions a probe can reach (out of line, traceable).
