@@ -6,6 +6,7 @@
 #   traces/rig/rig.sh [--check] [--topology 2x4|2x4x2|2x4x2-numa|1x2x4x2]
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
+#                     [--settings sis_util_no_delay,no_limit_no_delay]
 #                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
 #                     [--kernel NAME]
 #
@@ -23,7 +24,8 @@
 # traces/rig/kernel-NAME/TOPOLOGY/, the NAME's `6.12:` written `6.12-`.
 #
 # A setting whose feature the kernel does not have is skipped in the guest (SIS_PROP,
-# removed in 6.7, on 6.12), and a NO_ feature the kernel lacks is not written.
+# removed in 6.7, on 6.12), and a NO_ feature the kernel lacks is not written (the
+# _no_delay settings on 6.1, which has no DELAY_DEQUEUE, are the plain ones).
 #
 # Why TCG: /dev/kvm on these machines is a software hypervisor a stock kernel cannot
 # boot under. Timing under TCG is not hardware timing; the rig is for trace structure:
@@ -43,8 +45,12 @@ search=1
 guest_timeout=1200
 bin=$top/target/release/sisreplay
 kernel=
-# Feature settings: bundle suffix and what is written to sched/features.
-settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP")
+# Feature settings: bundle suffix and what is written to sched/features. The _no_delay
+# ones (not run unless asked for) turn 6.12's DELAY_DEQUEUE off; they come last, since the
+# others do not turn it back on.
+settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP"
+          "sis_util_no_delay:SIS_UTIL NO_SIS_PROP NO_DELAY_DEQUEUE"
+          "no_limit_no_delay:NO_SIS_UTIL NO_SIS_PROP NO_DELAY_DEQUEUE")
 # Workloads: name, what --search-latency records, command. hackbench saturates the
 # CPUs; four ping-pong pairs over pipes (perf bench sched pipe, a loopback
 # request/response like netperf's TCP_RR) keep a quarter to a half of them busy, which
@@ -70,7 +76,7 @@ while [ $# -gt 0 ]; do
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -207,7 +213,7 @@ done
             done
         done
     done
-    echo 'for f in SIS_UTIL NO_SIS_PROP; do has ${f#NO_} && echo $f > $F; done'
+    echo 'for f in SIS_UTIL NO_SIS_PROP DELAY_DEQUEUE; do has ${f#NO_} && echo $f > $F; done'
     echo 'cd /out && tar -cf /dev/vda . && sync || echo "rig: writing results to /dev/vda failed"'
     echo 'echo "rig: done"'
     echo 'poweroff -f'
