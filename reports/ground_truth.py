@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Writes reports/ground-truth.txt: every policy model against rig kernels built with that
-policy (traces/rig/kernel-*/, Debian 6.1 source with the patch series its name lists):
+policy (traces/rig/kernel-*/, Debian 6.1 source, or 6.12 for kernel-6.12-*, with the patch
+series its name lists):
 
 1. how often the model picks the CPU the patched kernel picked, on the kernel's own trace;
 2. the model's SIS counters against the kernel's own (Mel Gorman's schedstat counters,
    read before and after the workload);
 3. the counterfactual: the capture of the same workload on the kernel without the policy
-   patch (sis-stats+noinline, same sched features) replayed with the model, against what
+   patch (sis-stats+noinline on the same source, same sched features) replayed with the
+   model, against what
    the patched kernel measured.
 
 Usage: reports/ground_truth.py [SISREPLAY]  (default target/release/sisreplay)
@@ -20,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RIG = ROOT / "traces" / "rig"
-BASE = "kernel-sis-stats+noinline"
+BASE = "sis-stats+noinline"
 AGREE_TARGET = 95.0
 COUNTER_TARGET = 2.0
 METRICS = [
@@ -47,6 +49,14 @@ def rel(model, kernel):
     return 100.0 * (model - kernel) / kernel if kernel else 0.0
 
 
+def source_of(kernel):
+    """A kernel directory's source and series: `6.12-SERIES`, or 6.1 when it names none."""
+    head, _, rest = kernel.partition("-")
+    if head[:1].isdigit():
+        return head, rest
+    return "6.1", kernel
+
+
 def bundles():
     for kdir in sorted(RIG.glob("kernel-*")):
         for b in sorted(kdir.glob("*/rig-*")):
@@ -67,10 +77,11 @@ def main():
     out = []
     w = out.append
     w("Ground truth: each policy model against a rig kernel built with that policy")
-    w("(traces/rig/kernel-*/: Debian 6.1 source with the patch series the name lists, under")
-    w("QEMU TCG; regenerate with reports/ground_truth.py). A patched kernel's model is the")
-    w("policy its release and sched features select; newidle-llc changes load balancing,")
-    w("which decision replay does not model, so its kernel is replayed with SIS_UTIL's.")
+    w("(traces/rig/kernel-*/: Debian 6.1 source, or 6.12 for kernel-6.12-*, with the patch")
+    w("series the name lists, under QEMU TCG; regenerate with reports/ground_truth.py). A")
+    w("patched kernel's model is the policy its release and sched features select;")
+    w("newidle-llc changes load balancing, which decision replay does not model, so its")
+    w("kernel is replayed with SIS_UTIL's.")
     w("")
     w(f"1. Agreement with the kernel's own choices (target >= {AGREE_TARGET:.0f} %; ! below)")
     w("")
@@ -113,19 +124,25 @@ def main():
         )
     w("")
     w("3. Counterfactual: the same workload captured on the kernel without the policy patch")
-    w(f"   ({BASE}, same sched features) replayed with the patched kernel's model,")
-    w("   against what the patched kernel measured (percentage points)")
+    w(f"   ({BASE} on the same source, same sched features) replayed with the patched")
+    w("   kernel's model, against what the patched kernel measured (percentage points)")
     w("")
-    base = {(b.parent.name, b.name): b for k, b, _, _ in rows if k == "sis-stats+noinline"}
+    base = {
+        (source_of(k)[0], b.parent.name, b.name): b
+        for k, b, _, _ in rows
+        if source_of(k)[1] == BASE
+    }
     w(f"{'kernel':<32} {'trace':<28} {'model':<12} " + " ".join(f"{label:>17}" for _, label in METRICS))
     for kernel, b, f, _ in rows:
-        if kernel == "sis-stats+noinline" or not f.get("kernel_sis"):
+        source, series = source_of(kernel)
+        if series == BASE or not f.get("kernel_sis"):
             continue
         trace = b.name.removeprefix("rig-").removesuffix("-tracefs")
-        unpatched = base.get((b.parent.name, b.name))
+        unpatched = base.get((source, b.parent.name, b.name))
         model = f["as_kernel"]
         if unpatched is None:
-            w(f"{kernel:<32} {trace:<28} {model:<12} (no {BASE} capture of this topology)")
+            base_dir = "kernel-" + (BASE if source == "6.1" else f"{source}-{BASE}")
+            w(f"{kernel:<32} {trace:<28} {model:<12} (no {base_dir} capture of this topology)")
             continue
         predicted = run(binary, "replay", unpatched, "--policy", model, "--json")
         dp = next(x for x in predicted["policies"] if x["policy"] == model)["derived"]

@@ -31,7 +31,8 @@ $bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-trace
     echo "(sisreplay fidelity; regenerate with reports/make-reports.sh)."
     echo
     $bin fidelity $rig/2x4/rig-* $rig/2x4-own-threads/rig-* $rig/2x4x2-numa/rig-* \
-        $rig/2x4x2-numa-own-threads/rig-* traces/host/*
+        $rig/2x4x2-numa-own-threads/rig-* "$rig/kernel-6.12-sis-stats+noinline"/2x4/rig-*-tracefs \
+        traces/host/*
     for t in 2x4 2x4x2-numa; do
         for w in pingpong hackbench; do
             d=$rig/$t

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Boots a Debian 6.1 kernel under QEMU (TCG) with a multi-LLC topology and runs
-# `sisreplay capture` inside it around a workload, once per sched-feature setting, then
-# brings the bundles back under traces/rig/.
+# Boots Debian's packaged 6.1 kernel, or one built from source (--kernel), under QEMU (TCG)
+# with a multi-LLC topology and runs `sisreplay capture` inside it around a workload, once
+# per sched-feature setting, then brings the bundles back under traces/rig/.
 #
 #   traces/rig/rig.sh [--check] [--topology 2x4|2x4x2|2x4x2-numa|1x2x4x2]
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
+#                     [--settings sis_util_no_delay,no_limit_no_delay]
 #                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
 #                     [--kernel NAME]
 #
@@ -13,13 +14,18 @@
 # target/rig-cache/. --check validates the inputs (packages, kernel, binary, topology)
 # and builds the initramfs without booting.
 #
-# --kernel NAME boots a kernel built from Debian's linux-source-6.1 by
-# traces/rig/kernel/build.sh instead of the packaged one: `stock`, or patch series of
-# traces/rig/patches/ joined by `+` (`sis-stats+noinline`). It is built first if it is not
-# cached (long: see traces/rig/kernel/README.md); with --check it is only checked (the
-# patches apply, the config is accepted), not built. Such a kernel has the virtio drivers
-# built in (no modules are loaded), boots with `schedstats=enable`, and its results go to
-# traces/rig/kernel-NAME/TOPOLOGY/.
+# --kernel NAME boots a kernel built from Debian's linux-source-6.1 (or, with a `6.12:`
+# prefix, linux-source-6.12) by traces/rig/kernel/build.sh instead of the packaged one:
+# `stock`, or patch series of traces/rig/patches/ joined by `+` (`sis-stats+noinline`,
+# `6.12:sis-stats+noinline`). It is built first if it is not cached (long: see
+# traces/rig/kernel/README.md); with --check it is only checked (the patches apply, the
+# config is accepted), not built. Such a kernel has the virtio drivers built in (no modules
+# are loaded), boots with `schedstats=enable`, and its results go to
+# traces/rig/kernel-NAME/TOPOLOGY/, the NAME's `6.12:` written `6.12-`.
+#
+# A setting whose feature the kernel does not have is skipped in the guest (SIS_PROP,
+# removed in 6.7, on 6.12), and a NO_ feature the kernel lacks is not written (the
+# _no_delay settings on 6.1, which has no DELAY_DEQUEUE, are the plain ones).
 #
 # Why TCG: /dev/kvm on these machines is a software hypervisor a stock kernel cannot
 # boot under. Timing under TCG is not hardware timing; the rig is for trace structure:
@@ -39,8 +45,12 @@ search=1
 guest_timeout=1200
 bin=$top/target/release/sisreplay
 kernel=
-# Feature settings: bundle suffix and what is written to sched/features.
-settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP")
+# Feature settings: bundle suffix and what is written to sched/features. The _no_delay
+# ones (not run unless asked for) turn 6.12's DELAY_DEQUEUE off; they come last, since the
+# others do not turn it back on.
+settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "sis_prop:NO_SIS_UTIL SIS_PROP"
+          "sis_util_no_delay:SIS_UTIL NO_SIS_PROP NO_DELAY_DEQUEUE"
+          "no_limit_no_delay:NO_SIS_UTIL NO_SIS_PROP NO_DELAY_DEQUEUE")
 # Workloads: name, what --search-latency records, command. hackbench saturates the
 # CPUs; four ping-pong pairs over pipes (perf bench sched pipe, a loopback
 # request/response like netperf's TCP_RR) keep a quarter to a half of them busy, which
@@ -66,7 +76,7 @@ while [ $# -gt 0 ]; do
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -113,7 +123,8 @@ if [ -n "$kernel" ]; then
         release=$(sed -n 's/^release=//p' "$(dirname "$vmlinuz")/info")
     fi
     append="$append schedstats=enable"
-    out=$out/kernel-$kernel
+    kdir=${kernel#6.1:}
+    out=$out/kernel-${kdir/:/-}
 elif [ ! -f "$cache/vmlinuz" ]; then
     pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [ -n "$pkg" ] || { echo "rig.sh: apt-cache names no kernel for linux-image-amd64 (run apt-get update)" >&2; exit 1; }
@@ -169,8 +180,12 @@ done
     [ -n "$kernel" ] ||
         echo 'for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do insmod /modules/$m.ko; done'
     echo 'F=/sys/kernel/debug/sched/features'
+    # Whether the kernel has feature $1 (listed as $1 or NO_$1).
+    echo 'has() { grep -qE "(^| )(NO_)?$1( |\$)" $F; }'
     echo 'echo "rig: $(uname -r), $(nproc) CPUs, features: $(cat $F)"'
     echo 'cat /sys/kernel/debug/sched/features > /out/features-default.txt'
+    # 6.3+ lists sched/domains/ in debugfs only with sched/verbose on.
+    echo 'echo Y > /sys/kernel/debug/sched/verbose'
     echo 'ls /sys/kernel/debug/sched/domains/cpu0 > /out/domains.txt 2>&1'
     echo 'cat /sys/kernel/debug/sched/domains/cpu0/domain*/name >> /out/domains.txt 2>&1'
     # Which of the idle search's functions a probe can reach (out of line, traceable).
@@ -187,14 +202,18 @@ done
                 bundle=rig-$topology-$wname-$name-$b
                 probe_arg=""
                 [ "$search" = 1 ] && probe_arg="--search-latency $probe"
-                echo "for f in $feats; do echo \$f > \$F; done"
+                # The features the setting turns on; it is skipped if the kernel lacks one.
+                on=$(for f in $feats; do [[ $f == NO_* ]] || echo "$f"; done | tr '\n' ' ')
+                [ -z "$on" ] || echo "if $(for f in $on; do echo -n "has $f && "; done | sed 's/ && $//'); then"
+                echo "for f in $feats; do has \${f#NO_} && echo \$f > \$F; done"
                 echo "echo \"rig: $bundle: \$(cat \$F | tr ' ' '\n' | grep SIS_ | tr '\n' ' ')\""
                 echo "sisreplay capture --backend $b $probe_arg --duration ${seconds}s --buffer-kb 16384 -o /out/$bundle -- $wcmd > /out/$bundle.log 2>&1 || echo \"rig: $bundle failed\""
                 echo "killall -q perf hackbench; tail -3 /out/$bundle.log"
+                [ -z "$on" ] || echo "else echo \"rig: $bundle skipped: the kernel has no ${on% }\"; fi"
             done
         done
     done
-    echo 'for f in SIS_UTIL NO_SIS_PROP; do echo $f > $F; done'
+    echo 'for f in SIS_UTIL NO_SIS_PROP DELAY_DEQUEUE; do has ${f#NO_} && echo $f > $F; done'
     echo 'cd /out && tar -cf /dev/vda . && sync || echo "rig: writing results to /dev/vda failed"'
     echo 'echo "rig: done"'
     echo 'poweroff -f'
