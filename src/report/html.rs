@@ -328,7 +328,10 @@ fn curves_section(o: &mut String, r: &Report) {
          workload: traces whose names differ in their numbers alone (hackbench-g4 and \
          hackbench-g8); a trace of its own stands as points.</p>"
     );
-    let group = load_steps(&r.traces);
+    // Per row: a row of several runs is one point, at the mean of its runs' windows.
+    let rows = c.tables.first().map_or(&[][..], |t| t.rows.as_slice());
+    let names: Vec<&str> = rows.iter().map(|row| row.trace.as_str()).collect();
+    let group = load_steps(&names);
     for metric in [
         Metric::SeEff,
         Metric::ScannedPerSearch,
@@ -374,12 +377,12 @@ fn curves_section(o: &mut String, r: &Report) {
 
 /// Per trace, the workload it is a load step of: traces whose names are the same but
 /// for their numbers (`hackbench-g4-l2000`, `hackbench-g8-l2000`) share one.
-fn load_steps(traces: &[TraceReport]) -> Vec<usize> {
-    let keys: Vec<String> = traces
+fn load_steps(names: &[&str]) -> Vec<usize> {
+    let keys: Vec<String> = names
         .iter()
-        .map(|t| {
+        .map(|name| {
             let mut key = String::new();
-            for c in t.name.chars() {
+            for c in name.chars() {
                 if !c.is_ascii_digit() {
                     key.push(c);
                 } else if !key.ends_with('#') {
@@ -744,6 +747,15 @@ fn verdict_section(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</ul>");
+    if let Some(test) = c.runs_test {
+        let _ = writeln!(
+            o,
+            "<p>Where a trace or an arm has several runs, the means, change and interval are \
+             across runs ({}), and the line under each gives every run's value, their \
+             spread (sample std, % of the mean) and the change of the pooled windows.</p>",
+            escape(test)
+        );
+    }
     let label = |trace: &str| super::trace_label(r, trace);
     let _ = writeln!(
         o,
@@ -780,6 +792,13 @@ fn verdict_section(o: &mut String, r: &Report) {
             v.trust,
             v.trust
         );
+        if let Some(runs) = &v.runs {
+            let _ = writeln!(
+                o,
+                "<tr class=\"runs\"><td></td><td colspan=\"7\" class=\"t\">{}</td></tr>",
+                escape(&super::runs_line(runs))
+            );
+        }
     }
     let _ = writeln!(o, "</tbody></table></div>");
     // What did not change at all, one line per arm, and the arms that cannot differ.
