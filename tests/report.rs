@@ -861,4 +861,7 @@ fn a_verdict_over_several_runs_gives_each_run_and_the_interval_across_them() {
         "a line of runs per verdict"
     );
     assert!(html.contains("2 vs 2 runs (paired)"));
+    // The tables give the row across its runs under the pooled windows' row.
+    assert!(html.contains("<tr class=\"runs\"><td>across runs</td>"));
+    assert!(html.contains("1.00 (") && html.contains(", 2 runs</td>"));
 }

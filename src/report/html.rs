@@ -71,6 +71,28 @@ fn cell_text(c: Option<&Cell>, baseline: bool) -> String {
     }
 }
 
+/// A cell across runs: as [`cell_text`], the std over the runs, and their number.
+fn runs_cell_text(r: Option<&crate::compare::RunStats>, baseline: bool) -> String {
+    match r {
+        None => "n/a".into(),
+        Some(r) if baseline => format!("1.00 ({:.2}), {} runs", r.std_pct, r.values.len()),
+        Some(r) => match r.compare_pct {
+            Some(p) => format!(
+                "{p:+.2}% ({:.2}){}, {} runs",
+                r.std_pct,
+                if r.beyond_noise { " *" } else { "" },
+                r.values.len()
+            ),
+            None => format!(
+                "[{:.2}] ({:.2}), {} runs",
+                r.mean,
+                r.std_pct,
+                r.values.len()
+            ),
+        },
+    }
+}
+
 /// A plot with its caption. Inline SVG in HTML needs no namespace declaration, and
 /// leaving it out keeps the page free of any URL.
 fn fig(o: &mut String, id: &str, svg: &str, caption: &str) {
@@ -871,8 +893,15 @@ fn tables_section(o: &mut String, r: &Report) {
         o,
         "<section id=\"tables\"><h2>Tables</h2><p>As the seeds print them: the baseline as \
          1.00 (std%), the others as change% (std%); std over {} time windows; * where the \
-         difference is beyond the noise; [value] where the baseline has none.</p>",
-        c.windows
+         difference is beyond the noise; [value] where the baseline has none.{}</p>",
+        c.windows,
+        if c.runs_test.is_some() {
+            " A trace of several runs pools their windows, and the row under it, across \
+             runs, takes each run's mean as one sample: std over the runs, * by the test \
+             across runs."
+        } else {
+            ""
+        }
     );
     for t in &c.tables {
         if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
@@ -898,6 +927,15 @@ fn tables_section(o: &mut String, r: &Report) {
                 let _ = write!(o, "<td>{}</td>", escape(&cell_text(cell.as_ref(), i == 0)));
             }
             let _ = writeln!(o, "</tr>");
+            // The same row across its runs: each run's mean one sample.
+            if row.cells.iter().flatten().any(|c| c.runs.is_some()) {
+                let _ = write!(o, "<tr class=\"runs\"><td>across runs</td><td></td>");
+                for (i, cell) in row.cells.iter().enumerate() {
+                    let runs = cell.as_ref().and_then(|c| c.runs.as_ref());
+                    let _ = write!(o, "<td>{}</td>", escape(&runs_cell_text(runs, i == 0)));
+                }
+                let _ = writeln!(o, "</tr>");
+            }
         }
         let _ = writeln!(o, "</tbody></table></div>");
     }
