@@ -25,6 +25,23 @@ numa=$rig/2x4x2-numa
 $bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-tracefs \
     --trace $numa/rig-2x4x2-numa-pingpong-no_limit-tracefs -o reports/rig-2x4x2-numa.html
 
+# A machine where the policies differ: the seed 000 Sapphire Rapids (224 CPUs, two LLCs
+# of 112) simulated under SIS_PROP with netperf TCP_RR at 50, 100 and 200 % load, each
+# step replayed under SIS_PROP and SIS_UTIL. The bundles (20-35 MB each) are made in
+# target/, never committed; they stay there for the report's --explain commands.
+spr=target/synth-spr-2s112
+rm -rf $spr
+mkdir -p $spr
+steps=()
+for load in 50 100 200; do
+    # One step of one policy: -o names the bundle itself.
+    $bin synth --machine spr-2s112 --workload netperf-tcp-rr --load $load% --policy sis_prop \
+        --duration 20ms --warmup 20ms -o $spr/spr-rr-${load}pct > /dev/null
+    steps+=(--trace $spr/spr-rr-${load}pct)
+done
+$bin report vanilla sis_util "${steps[@]}" -o reports/spr-2s112.html
+$bin report vanilla sis_util "${steps[@]}" --format text -o reports/spr-2s112.txt
+
 # Fidelity of the model on every committed capture, and the counterfactual.
 {
     echo "Fidelity: each capture replayed with the policy of its own sched features"
