@@ -29,10 +29,9 @@ pub(super) enum Command {
     /// Replay a trace's wakeups through idle-search policies (decision replay): SIS
     /// counters, search time, placements, rq locks, and agreement with the kernel.
     Replay(ReplayArgs),
-    /// Compare policies on one or more traces, in the seeds' table layout: baseline
-    /// 1.00 (std%), others compare% (std%), * where a t-test over time windows (paired
-    /// between policies) says the difference is beyond the noise, and one across runs
-    /// where a trace or an arm has several (comma-separated).
+    /// Compare policies on one or more traces, or several runs of each (comma-separated),
+    /// in the seeds' table layout: baseline 1.00 (std%), others compare% (std%), * where
+    /// a t-test over windows or runs says the difference is beyond the noise.
     Compare(CompareArgs),
     /// Write a report of a comparison for patch review: self-contained HTML with plots
     /// (default), mail-ready text within 80 columns, or JSON.
