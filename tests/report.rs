@@ -829,7 +829,7 @@ fn a_verdict_over_several_runs_gives_each_run_and_the_interval_across_them() {
     assert_eq!(code, Some(0));
     assert!(text.contains("T1-T2 scanned/search sis_util"), "{text}");
     assert!(text.contains("2 vs 2 runs (paired)"), "{text}");
-    assert!(text.contains("Several runs: the means, change and interval are across runs"));
+    assert!(text.contains("Several runs (two or more on both sides): the means, change"));
     // The verdict fits a mail (a path longer than a line cannot).
     let verdict = text
         .split("Verdict:")
@@ -864,4 +864,39 @@ fn a_verdict_over_several_runs_gives_each_run_and_the_interval_across_them() {
     // The tables give the row across its runs under the pooled windows' row.
     assert!(html.contains("<tr class=\"runs\"><td>across runs</td>"));
     assert!(html.contains("1.00 (") && html.contains(", 2 runs</td>"));
+}
+
+/// Two runs of an arm against a single-run baseline: no test across runs exists, so the
+/// verdict stays the windows' one, while the tables still give the arm's runs.
+#[test]
+fn a_verdict_against_a_single_run_keeps_the_windows_test() {
+    let rig = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/rig");
+    let on = format!(
+        "trace:{rig}/2x4/rig-2x4-pingpong-sis_util-tracefs,\
+         {rig}/kernel-sis-stats+noinline/2x4/rig-2x4-pingpong-sis_util-tracefs"
+    );
+    let off = format!("{rig}/2x4/rig-2x4-pingpong-no_limit-tracefs");
+    let (code, out, err) = run(&[
+        "report", "no_limit", &on, "--trace", &off, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert!(!verdicts.is_empty());
+    assert!(
+        verdicts.iter().all(|x| x.get("runs").is_none()),
+        "{verdicts:?}"
+    );
+    let moved = v["comparison"]["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "moved_pct")
+        .unwrap();
+    let runs = &moved["rows"][0]["cells"][1]["runs"];
+    assert_eq!(runs["values"].as_array().unwrap().len(), 2);
+    assert!(
+        runs["change_interval_pct"].is_null(),
+        "one baseline run: no interval"
+    );
 }

@@ -769,12 +769,14 @@ fn verdict_section(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</ul>");
-    if let Some(test) = c.runs_test {
+    let across = r.verdicts.iter().any(|v| v.runs.is_some());
+    if let Some(test) = c.runs_test.filter(|_| across) {
         let _ = writeln!(
             o,
-            "<p>Where a trace or an arm has several runs, the means, change and interval are \
-             across runs ({}), and the line under each gives every run's value, their \
-             spread (sample std, % of the mean) and the change of the pooled windows.</p>",
+            "<p>Where the trace and the arm have two or more runs each, the means, change and \
+             interval are across runs ({}), and the line under each gives every run's value, \
+             their spread (sample std, % of the mean) and the change of the pooled \
+             windows.</p>",
             escape(test)
         );
     }

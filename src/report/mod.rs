@@ -43,8 +43,8 @@ pub struct ReportOptions {
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by
 /// how much, and whether the difference is beyond the window-to-window noise. Where the
-/// trace or the arm has several runs, the means, change, interval and test are those
-/// across runs, and `runs` holds each run's value and the pooled windows' test.
+/// trace and the arm have two or more runs each, the means, change, interval and test
+/// are those across runs, and `runs` holds each run's value and the pooled windows' test.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
     /// The metric judged.
@@ -362,9 +362,11 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                     cell.mean < base.mean
                 };
                 let fidelity_pct = fidelity(&row.trace);
-                // Across runs where both sides have them: the runs' means and test, with
-                // the pooled windows' beside them.
+                // Across runs where both sides have two or more (else no test across
+                // them exists, and the windows' verdict stands): the runs' means and
+                // test, with the pooled windows' beside them.
                 let across = match (&base.runs, &cell.runs) {
+                    (Some(b), Some(a)) if b.values.len() < 2 || a.values.len() < 2 => None,
                     (Some(b), Some(a)) => a
                         .compare_pct
                         .zip(a.test)

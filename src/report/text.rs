@@ -121,10 +121,12 @@ fn verdict(o: &mut String, r: &Report) {
             r.comparison.test
         ))
     );
-    if let Some(test) = r.comparison.runs_test {
+    let across = r.verdicts.iter().any(|v| v.runs.is_some());
+    if let Some(test) = r.comparison.runs_test.filter(|_| across) {
         let line = format!(
-            "Several runs: the means, change and interval are across runs ({test}); \
-             under each, every run's value, their spread and the pooled windows' change."
+            "Several runs (two or more on both sides): the means, change and interval are \
+             across runs ({test}); under each, every run's value, their spread and the \
+             pooled windows' change."
         );
         let _ = writeln!(o, "{}", fit(&line));
     }
