@@ -727,7 +727,7 @@ fn head_section(o: &mut String, r: &Report) {
          Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
          Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li><li><a href=\"#glossary\">\
          Glossary</a></li></ol></nav>",
-        if r.traces.len() > 1 {
+        if several_rows(r) {
             "<li><a href=\"#load-curves\">Over load</a></li>"
         } else {
             ""
@@ -1095,13 +1095,22 @@ fn glossary_section(o: &mut String) {
     let _ = writeln!(o, "</dl></section>");
 }
 
+/// The comparison has more than one row to draw over: traces read only for a trace arm,
+/// or the runs of one row, are no load steps.
+fn several_rows(r: &Report) -> bool {
+    r.comparison
+        .tables
+        .first()
+        .is_some_and(|t| t.rows.len() > 1)
+}
+
 /// The whole report as one HTML page: verdict, tables, search time, load curves (several
 /// traces), placements, latency, simulation results, the machine, the busy/idle strips,
 /// fidelity and how to reproduce it.
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
     head_section(&mut o, r);
-    let multi = r.traces.len() > 1;
+    let multi = several_rows(r);
 
     verdict_section(&mut o, r);
 
