@@ -20,7 +20,7 @@ fn main() {
         Arm::Policy("vanilla".into()),
         Arm::Policy("sis_util".into()),
     ];
-    let traces: Vec<PathBuf> = vec![p.clone()];
+    let traces: Vec<Vec<PathBuf>> = vec![vec![p.clone()]];
     let best = |f: &dyn Fn() -> usize| {
         let mut t_best = f64::MAX;
         let mut size = 0;

@@ -25,6 +25,40 @@ numa=$rig/2x4x2-numa
 $bin report no_limit sis_util trace:$numa/rig-2x4x2-numa-pingpong-sis_util-tracefs \
     --trace $numa/rig-2x4x2-numa-pingpong-no_limit-tracefs -o reports/rig-2x4x2-numa.html
 
+# Three runs per arm: the 2x4 ping-pong captured under SIS_UTIL and under SIS_PROP on
+# three kernels (Debian's, and the sis-stats builds without and with the CAS patch). The
+# policies replay the SIS_PROP runs, paired run by run (on the CAS kernel SIS_PROP's
+# place is taken by CAS, which the model follows there); the SIS_UTIL runs, the same
+# setting on every kernel, report what they recorded, against them by Welch's test.
+# The 2x4 ping-pong captures of one setting on the three kernels, comma-separated.
+on_three_kernels() {
+    local runs=
+    for k in "" kernel-sis-stats+noinline/ kernel-sis-stats+noinline+cas/; do
+        runs+=${runs:+,}$rig/${k}2x4/rig-2x4-pingpong-$1-tracefs
+    done
+    echo "$runs"
+}
+three=(sis_prop sis_util trace:$(on_three_kernels sis_util) --trace $(on_three_kernels sis_prop))
+$bin report "${three[@]}" -o reports/rig-2x4-runs.html
+$bin report "${three[@]}" --format text -o reports/rig-2x4-runs.txt
+
+# A machine where the policies differ: the seed 000 Sapphire Rapids (224 CPUs, two LLCs
+# of 112) simulated under SIS_PROP with netperf TCP_RR at 50, 100 and 200 % load, each
+# step replayed under SIS_PROP and SIS_UTIL. The bundles (20-35 MB each) are made in
+# target/, never committed; they stay there for the report's --explain commands.
+spr=target/synth-spr-2s112
+rm -rf $spr
+mkdir -p $spr
+steps=()
+for load in 50 100 200; do
+    # One step of one policy: -o names the bundle itself.
+    $bin synth --machine spr-2s112 --workload netperf-tcp-rr --load $load% --policy sis_prop \
+        --duration 20ms --warmup 20ms -o $spr/spr-rr-${load}pct > /dev/null
+    steps+=(--trace $spr/spr-rr-${load}pct)
+done
+$bin report vanilla sis_util "${steps[@]}" -o reports/spr-2s112.html
+$bin report vanilla sis_util "${steps[@]}" --format text -o reports/spr-2s112.txt
+
 # Fidelity of the model on every committed capture, and the counterfactual.
 {
     echo "Fidelity: each capture replayed with the policy of its own sched features"

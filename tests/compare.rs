@@ -223,3 +223,145 @@ fn policies_on_one_trace_are_tested_paired() {
     assert!(arm["mean"].as_f64().unwrap() < base["mean"].as_f64().unwrap());
     assert_eq!(arm["beyond_noise"], true, "{success}");
 }
+
+/// The rig's 2x4 ping-pong captured under one setting on several kernels builds of the
+/// same policy: NO_SIS_UTIL on the stock and the sis-stats kernel, SIS_UTIL on those and
+/// the CAS kernel (whose change needs asymmetric CPUs, so none on 2x4).
+fn rig_runs(setting: &str) -> Vec<String> {
+    let rig = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/rig");
+    let mut dirs = vec!["2x4", "kernel-sis-stats+noinline/2x4"];
+    if setting == "sis_util" {
+        dirs.push("kernel-sis-stats+noinline+cas/2x4");
+    }
+    dirs.iter()
+        .map(|d| format!("{rig}/{d}/rig-2x4-pingpong-{setting}-tracefs"))
+        .collect()
+}
+
+fn table<'a>(v: &'a serde_json::Value, metric: &str) -> &'a serde_json::Value {
+    v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == metric)
+        .unwrap()
+}
+
+/// Two runs of NO_SIS_UTIL against three of SIS_UTIL, each a comma-separated trace arm:
+/// each run's value is what that capture alone reports, and the change across runs is
+/// Welch's interval over those values.
+#[test]
+fn several_captures_per_arm_are_compared_across_runs() {
+    let off = rig_runs("no_limit");
+    let on = rig_runs("sis_util");
+    let (code, out, err) = run(&[
+        "compare",
+        &format!("trace:{}", off.join(",")),
+        &format!("trace:{}", on.join(",")),
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["runs_test"].as_str().unwrap().starts_with("Welch"));
+    let row = &table(&v, "wakeup_latency_us")["rows"][0];
+    // The row is the baseline's runs, each told apart by its number.
+    assert_eq!(row["trace"], "rig-2x4-pingpong-no_limit-tracefs");
+    assert_eq!(
+        row["runs"],
+        serde_json::json!([
+            "rig-2x4-pingpong-no_limit-tracefs#1",
+            "rig-2x4-pingpong-no_limit-tracefs#2"
+        ])
+    );
+    // Each capture alone, as single-run arms: one value per run.
+    let alone = |runs: &[String]| -> Vec<f64> {
+        let mut args = vec!["compare".to_string()];
+        args.extend(runs.iter().map(|r| format!("trace:{r}")));
+        args.push("--json".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run(&args);
+        assert_eq!(code, Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(v.get("runs_test").is_none(), "one run per arm");
+        table(&v, "wakeup_latency_us")["rows"][0]["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["mean"].as_f64().unwrap())
+            .collect()
+    };
+    let (off_values, on_values) = (alone(&off), alone(&on));
+    let cells = row["cells"].as_array().unwrap();
+    let values = |c: &serde_json::Value| -> Vec<f64> {
+        c["runs"]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(values(&cells[0]), off_values);
+    assert_eq!(values(&cells[1]), on_values);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (bm, m) = (mean(&off_values), mean(&on_values));
+    let runs = &cells[1]["runs"];
+    assert!((runs["mean"].as_f64().unwrap() - m).abs() < 1e-9);
+    assert!((runs["compare_pct"].as_f64().unwrap() - 100.0 * (m - bm) / bm).abs() < 1e-9);
+    assert_eq!(runs["test"], "welch");
+    let (lo, hi) = sisreplay::compare::stats::welch_interval(&off_values, &on_values).unwrap();
+    let interval = runs["change_interval_pct"].as_array().unwrap();
+    assert!((interval[0].as_f64().unwrap() - 100.0 * lo / bm).abs() < 1e-9);
+    assert!((interval[1].as_f64().unwrap() - 100.0 * hi / bm).abs() < 1e-9);
+
+    // The text gives the same change across runs under the pooled windows' table.
+    let (code, text, _) = run(&[
+        "compare",
+        &format!("trace:{}", off.join(",")),
+        &format!("trace:{}", on.join(",")),
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("\nacross runs\n"), "{text}");
+    assert!(text.contains("runs on T1-T2: A1 2, A2 3"), "{text}");
+    // The notes that name the arms in full are as long as their names; the rest fits.
+    assert!(
+        text.lines()
+            .filter(|l| !l.starts_with("baseline ") && !l.starts_with("observed arms"))
+            .all(|l| l.chars().count() <= 80),
+        "{text}"
+    );
+}
+
+/// Policies replayed over the same runs are paired run by run; one run per row leaves
+/// the JSON without any field of the runs.
+#[test]
+fn policies_over_several_runs_are_paired_across_them() {
+    let off = rig_runs("no_limit");
+    let (code, out, err) = run(&[
+        "compare",
+        "no_limit",
+        "sis_util",
+        "--trace",
+        &off.join(","),
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &table(&v, "scanned_per_search")["rows"][0];
+    let runs = &row["cells"][1]["runs"];
+    assert_eq!(runs["test"], "paired");
+    assert_eq!(runs["values"].as_array().unwrap().len(), 2);
+    // Both captures' wakeups count toward the row.
+    let wakeups: u64 = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["observed"]["wakeups"].as_u64().unwrap())
+        .sum();
+    assert_eq!(row["wakeups"].as_u64().unwrap(), wakeups);
+
+    let (code, out, _) = run(&[
+        "compare", "no_limit", "sis_util", "--trace", &off[0], "--json",
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(!out.contains("\"runs"), "{out}");
+}

@@ -784,3 +784,119 @@ fn a_large_machine_gets_a_busy_strip_per_llc() {
     assert!(!strip.contains("\nCPU 0\n"), "a row per CPU");
     assert!(strip.len() < 200_000, "{} bytes of strip", strip.len());
 }
+
+/// A row of several runs: the verdict is across runs (the means of the runs, paired
+/// between policies), with each run's value and the pooled windows' change under it;
+/// the runs are labelled T1-T2, and the reproduction names them as one --trace.
+#[test]
+fn a_verdict_over_several_runs_gives_each_run_and_the_interval_across_them() {
+    let rig = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/rig");
+    let runs = format!(
+        "{rig}/2x4/rig-2x4-pingpong-no_limit-tracefs,\
+         {rig}/kernel-sis-stats+noinline/2x4/rig-2x4-pingpong-no_limit-tracefs"
+    );
+    let (code, out, err) = run(&[
+        "report", "no_limit", "sis_util", "--trace", &runs, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let scans = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["metric"] == "scanned_per_search")
+        .unwrap();
+    let r = &scans["runs"];
+    assert_eq!(r["test"], "paired");
+    let mean = |k: &str| {
+        let v: Vec<f64> = r[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(v.len(), 2);
+        v.iter().sum::<f64>() / 2.0
+    };
+    assert!((scans["base_mean"].as_f64().unwrap() - mean("base_values")).abs() < 1e-9);
+    assert!((scans["mean"].as_f64().unwrap() - mean("values")).abs() < 1e-9);
+    assert!(r["windows_change_pct"].is_number());
+    assert_eq!(v["traces"].as_array().unwrap().len(), 2);
+
+    let (code, text, _) = run(&[
+        "report", "no_limit", "sis_util", "--trace", &runs, "--format", "text",
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("T1-T2 scanned/search sis_util"), "{text}");
+    assert!(text.contains("2 vs 2 runs (paired)"), "{text}");
+    assert!(text.contains("Several runs (two or more on both sides): the means, change"));
+    // The verdict fits a mail (a path longer than a line cannot).
+    let verdict = text
+        .split("Verdict:")
+        .nth(1)
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
+    assert!(
+        verdict.lines().all(|l| l.chars().count() <= 80),
+        "{verdict}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "no_limit",
+        "sis_util",
+        "--trace",
+        &runs,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        html.contains("<tr class=\"runs\">"),
+        "a line of runs per verdict"
+    );
+    assert!(html.contains("2 vs 2 runs (paired)"));
+    // The tables give the row across its runs under the pooled windows' row.
+    assert!(html.contains("<tr class=\"runs\"><td>across runs</td>"));
+    assert!(html.contains("1.00 (") && html.contains(", 2 runs</td>"));
+}
+
+/// Two runs of an arm against a single-run baseline: no test across runs exists, so the
+/// verdict stays the windows' one, while the tables still give the arm's runs.
+#[test]
+fn a_verdict_against_a_single_run_keeps_the_windows_test() {
+    let rig = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/rig");
+    let on = format!(
+        "trace:{rig}/2x4/rig-2x4-pingpong-sis_util-tracefs,\
+         {rig}/kernel-sis-stats+noinline/2x4/rig-2x4-pingpong-sis_util-tracefs"
+    );
+    let off = format!("{rig}/2x4/rig-2x4-pingpong-no_limit-tracefs");
+    let (code, out, err) = run(&[
+        "report", "no_limit", &on, "--trace", &off, "--format", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert!(!verdicts.is_empty());
+    assert!(
+        verdicts.iter().all(|x| x.get("runs").is_none()),
+        "{verdicts:?}"
+    );
+    let moved = v["comparison"]["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "moved_pct")
+        .unwrap();
+    let runs = &moved["rows"][0]["cells"][1]["runs"];
+    assert_eq!(runs["values"].as_array().unwrap().len(), 2);
+    assert!(
+        runs["change_interval_pct"].is_null(),
+        "one baseline run: no interval"
+    );
+}

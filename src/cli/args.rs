@@ -29,9 +29,9 @@ pub(super) enum Command {
     /// Replay a trace's wakeups through idle-search policies (decision replay): SIS
     /// counters, search time, placements, rq locks, and agreement with the kernel.
     Replay(ReplayArgs),
-    /// Compare policies on one or more traces, in the seeds' table layout: baseline
-    /// 1.00 (std%), others compare% (std%), * where a t-test over time windows (paired
-    /// between policies) says the difference is beyond the noise.
+    /// Compare policies on one or more traces, or several runs of each (comma-separated),
+    /// in the seeds' table layout: baseline 1.00 (std%), others compare% (std%), * where
+    /// a t-test over windows or runs says the difference is beyond the noise.
     Compare(CompareArgs),
     /// Write a report of a comparison for patch review: self-contained HTML with plots
     /// (default), mail-ready text within 80 columns, or JSON.
@@ -182,13 +182,16 @@ pub(super) struct ReplayArgs {
 pub(super) struct CompareArgs {
     /// The baseline: a policy, or a captured bundle (by name in --traces-dir, or by path)
     /// whose recorded behaviour is reported; `policy:NAME` and `trace:NAME` resolve a name
-    /// that is both
+    /// that is both; `trace:A,B,C` is several runs of one workload under one setting,
+    /// compared across runs (Welch's t-test, the runs being independent)
     pub base: String,
     /// The arms compared with it, of the same kinds
     #[arg(required = true, value_name = "OTHER")]
     pub others: Vec<String>,
-    /// A trace or bundle, one per row [default: the newest bundle in traces/]
-    #[arg(long = "trace")]
+    /// A trace or bundle, one per row; `A,B,C` makes one row of several runs of one
+    /// workload, which the policies replay each, paired across runs [default: the newest
+    /// bundle in traces/]
+    #[arg(long = "trace", value_name = "TRACE[,...]")]
     pub traces: Vec<PathBuf>,
     /// Time windows per trace for the variation
     #[arg(long, default_value_t = 10)]
@@ -203,13 +206,14 @@ pub(super) struct CompareArgs {
 
 #[derive(clap::Args)]
 pub(super) struct ReportArgs {
-    /// The baseline, as for `compare`
+    /// The baseline, as for `compare` (`trace:A,B,C` for several runs)
     pub base: String,
     /// The arms compared with it
     #[arg(required = true, value_name = "OTHER")]
     pub others: Vec<String>,
-    /// A trace or bundle, one per row (e.g. one per load level) [default: as compare]
-    #[arg(long = "trace")]
+    /// A trace or bundle, one per row (e.g. one per load level); `A,B,C` makes one row of
+    /// several runs, as for compare [default: as compare]
+    #[arg(long = "trace", value_name = "TRACE[,...]")]
     pub traces: Vec<PathBuf>,
     /// Output file [default: reports/BASE-vs-OTHER.html for HTML, standard output for
     /// text and JSON]

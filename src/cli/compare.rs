@@ -36,7 +36,7 @@ fn resolve_arms(
     traces: Vec<PathBuf>,
     traces_dir: &Path,
     windows: u32,
-) -> Result<(Vec<compare::Arm>, Vec<PathBuf>), Error> {
+) -> Result<(Vec<compare::Arm>, Vec<Vec<PathBuf>>), Error> {
     if windows < 2 {
         return Err(Error::Usage(
             "--windows must be at least 2 to measure variation".into(),
@@ -48,7 +48,7 @@ fn resolve_arms(
     let (resolved, traces) =
         crate::compare::resolve(&arms, traces, traces_dir, &sample.to_string_lossy())?;
     if !named {
-        for t in &traces {
+        for t in traces.iter().flatten() {
             eprintln!("sisreplay: no --trace given: replaying {}", t.display());
         }
     }

@@ -4,6 +4,12 @@
 //! two-sided; paired over the windows when both arms replayed the same trace, Welch's
 //! against a trace arm) says the difference is beyond that variation. An arm may also be a
 //! captured bundle: it reports what that trace recorded, beside the modelled arms.
+//!
+//! A row or a trace arm may be several runs of one workload (captures repeated under one
+//! setting, as mmtests compare-kernels takes them): the windows of all runs are pooled for
+//! the tables, and each run's mean is one sample of a second test across runs, paired
+//! where both arms replayed the same runs, Welch's where the runs are independent
+//! captures.
 
 pub mod stats;
 pub mod text;
@@ -25,12 +31,13 @@ use crate::sim::SimResult;
 pub enum Arm {
     /// A policy spec, replayed over every row's trace.
     Policy(String),
-    /// A captured bundle, reporting what its own trace recorded.
+    /// Captured bundles, reporting what their own traces recorded: one bundle, or
+    /// several runs of one workload under one setting.
     Trace {
-        /// The bundle's directory name.
+        /// The first bundle's directory name.
         name: String,
-        /// The bundle.
-        path: PathBuf,
+        /// The bundles, one per run.
+        paths: Vec<PathBuf>,
     },
 }
 
@@ -178,6 +185,32 @@ pub struct Cell {
     /// The 95 % confidence interval of the change, in percent of the baseline's mean,
     /// from the same test; None for the baseline or too few windows.
     pub change_interval_pct: Option<(f64, f64)>,
+    /// Where the row or an arm has several runs: the statistics across them, each run's
+    /// mean over its windows being one sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<RunStats>,
+}
+
+/// One arm of one metric across runs: each run's mean over its own windows is one sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStats {
+    /// Each run's mean over its windows, in the metric's unit, in the order given.
+    pub values: Vec<f64>,
+    /// Mean of `values`.
+    pub mean: f64,
+    /// Sample standard deviation of `values`, % of their mean (0 when the mean is 0).
+    pub std_pct: f64,
+    /// (mean − base mean) / base mean across runs, in percent; 0 for the baseline, None
+    /// when the baseline has no value.
+    pub compare_pct: Option<f64>,
+    /// The test across runs rejects equal means at 5 %.
+    pub beyond_noise: bool,
+    /// The 95 % confidence interval of the change across runs, in percent of the
+    /// baseline's mean; None for the baseline or under two runs on a side.
+    pub change_interval_pct: Option<(f64, f64)>,
+    /// "paired" when both arms replayed the same runs (a policy against a policy), else
+    /// "welch" (independent captures); None for the baseline.
+    pub test: Option<&'static str>,
 }
 
 /// One trace in one metric's table.
@@ -185,8 +218,11 @@ pub struct Cell {
 pub struct Row {
     /// The trace's name: the bundle's directory, or the file's stem.
     pub trace: String,
-    /// Wakeups decision replay replayed on it.
+    /// Wakeups decision replay replayed on it (on all its runs).
     pub wakeups: u64,
+    /// Its runs' names (`NAME#1`, `NAME#2`, ...) when it has several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
     /// One per arm, the baseline first; None where the arm has no value for the metric.
     pub cells: Vec<Option<Cell>>,
 }
@@ -348,6 +384,9 @@ pub struct Comparison {
     pub windows: u32,
     /// The significance test used, in words.
     pub test: &'static str,
+    /// The test across runs, in words, when a row or an arm has several runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_test: Option<&'static str>,
     /// One per metric, in [`Metric::ALL`]'s order.
     pub tables: Vec<Table>,
     /// Every trace read: the rows' and the trace arms'.
@@ -399,7 +438,99 @@ fn cell(values: &[Option<f64>], base: Option<(&[Option<f64>], bool)>) -> Option<
         compare_pct,
         beyond_noise,
         change_interval_pct,
+        runs: None,
     })
+}
+
+/// Per run, the mean of its windows that have a value.
+fn run_means(runs: &[Vec<Option<f64>>]) -> Vec<Option<f64>> {
+    runs.iter()
+        .map(|w| {
+            let present: Vec<f64> = w.iter().flatten().copied().collect();
+            (!present.is_empty()).then(|| stats::mean_std(&present).0)
+        })
+        .collect()
+}
+
+/// One arm's statistics across runs (None where no run has a value), against the
+/// baseline's runs: paired run by run when both replayed the same runs, else Welch's.
+fn across_runs(
+    runs: &[Vec<Option<f64>>],
+    base: Option<(&[Vec<Option<f64>>], bool)>,
+) -> Option<RunStats> {
+    let means = run_means(runs);
+    let values: Vec<f64> = means.iter().flatten().copied().collect();
+    if values.is_empty() {
+        return None;
+    }
+    let (m, s) = stats::mean_std(&values);
+    let std_pct = if m != 0.0 { 100.0 * s / m.abs() } else { 0.0 };
+    let (compare_pct, beyond_noise, change_interval_pct, test) = match base {
+        None => (Some(0.0), false, None, None),
+        Some((b, paired)) => {
+            let b_means = run_means(b);
+            let b_values: Vec<f64> = b_means.iter().flatten().copied().collect();
+            if b_values.is_empty() {
+                (None, false, None, None)
+            } else {
+                let (bm, _) = stats::mean_std(&b_values);
+                let in_pct = |d: f64| if bm != 0.0 { 100.0 * d / bm.abs() } else { 0.0 };
+                let (significant, interval, test) = if paired {
+                    let pairs: Vec<(f64, f64)> = b_means
+                        .iter()
+                        .zip(&means)
+                        .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+                        .collect();
+                    (
+                        stats::paired(&pairs).2,
+                        stats::paired_interval(&pairs),
+                        "paired",
+                    )
+                } else {
+                    (
+                        stats::welch(&b_values, &values).2,
+                        stats::welch_interval(&b_values, &values),
+                        "welch",
+                    )
+                };
+                (
+                    Some(in_pct(m - bm)),
+                    significant,
+                    interval.map(|(lo, hi)| (in_pct(lo), in_pct(hi))),
+                    Some(test),
+                )
+            }
+        }
+    };
+    Some(RunStats {
+        values,
+        mean: m,
+        std_pct,
+        compare_pct,
+        beyond_noise,
+        change_interval_pct,
+        test,
+    })
+}
+
+/// The runs a command-line value names: a comma-separated list of traces or bundles,
+/// unless the whole value is a path that exists.
+pub fn split_runs(value: &str) -> Vec<&str> {
+    if !value.contains(',') || Path::new(value).exists() {
+        return vec![value];
+    }
+    value.split(',').filter(|s| !s.is_empty()).collect()
+}
+
+/// The names of a row's or a trace arm's runs: the first trace's name alone for one run,
+/// else that name with `#1`, `#2`, ... so each run is told apart in the report.
+fn run_names(paths: &[PathBuf]) -> (String, Vec<String>) {
+    let group = paths.first().map(|p| trace_name(p)).unwrap_or_default();
+    if paths.len() < 2 {
+        return (group.clone(), vec![group]);
+    }
+    let runs = (1..=paths.len()).map(|k| format!("{group}#{k}")).collect();
+    (group, runs)
 }
 
 /// The newest bundle under `traces_dir`, by modification time.
@@ -451,15 +582,16 @@ fn replay_trace(
 }
 
 /// Resolves the arms of a command line (policies, bundles by name in `traces_dir` or by
-/// path, `policy:NAME` / `trace:NAME` for a name that is both) and the row traces:
-/// without `--trace`, policies replay over the first observed arm's bundle (the
-/// counterfactual of that capture), else over the newest bundle, else `fallback`.
+/// path, `policy:NAME` / `trace:NAME` for a name that is both) and the rows, each one or
+/// more runs (a comma-separated list, in a trace arm as in a `--trace`): without
+/// `--trace`, policies replay over the first observed arm's bundles (the counterfactual
+/// of that capture), else over the newest bundle, else `fallback`.
 pub fn resolve(
     args: &[String],
     traces: Vec<PathBuf>,
     traces_dir: &Path,
     fallback: &str,
-) -> Result<(Vec<Arm>, Vec<PathBuf>), CompareError> {
+) -> Result<(Vec<Arm>, Vec<Vec<PathBuf>>), CompareError> {
     let mut resolved = Vec::new();
     for a in args {
         let (explicit, name) = match a.split_once(':') {
@@ -469,11 +601,19 @@ pub fn resolve(
         };
         let base = name.split(':').next().unwrap_or(name);
         let is_policy = crate::policy::lookup(base).is_some();
-        // A bundle by name in traces/, or by path.
-        let bundle_path = [traces_dir.join(name), PathBuf::from(name)]
-            .into_iter()
-            .find(|p| bundle::is_bundle(p));
-        match (explicit, is_policy, bundle_path) {
+        // A bundle by name in traces/, or by path; several, comma-separated, are runs.
+        let bundle = |n: &str| {
+            [traces_dir.join(n), PathBuf::from(n)]
+                .into_iter()
+                .find(|p| bundle::is_bundle(p))
+        };
+        let runs = split_runs(name);
+        let bundle_paths: Option<Vec<PathBuf>> = if explicit == Some("policy") && runs.len() > 1 {
+            None
+        } else {
+            runs.iter().map(|n| bundle(n)).collect()
+        };
+        match (explicit, is_policy, bundle_paths) {
             (None, true, Some(_)) => {
                 return Err(CompareError::Ambiguous {
                     arm: a.clone(),
@@ -483,12 +623,12 @@ pub fn resolve(
             (Some("policy"), true, _) | (None, true, None) => {
                 resolved.push(Arm::Policy(name.to_string()))
             }
-            // Named by the bundle's directory, however it was given.
-            (Some("trace") | None, _, Some(path)) => resolved.push(Arm::Trace {
-                name: path
+            // Named by the first bundle's directory, however it was given.
+            (Some("trace") | None, _, Some(paths)) => resolved.push(Arm::Trace {
+                name: paths[0]
                     .file_name()
                     .map_or_else(|| name.to_string(), |n| n.to_string_lossy().into_owned()),
-                path,
+                paths,
             }),
             (Some("trace"), _, None) => {
                 return Err(CompareError::NoBundle {
@@ -506,19 +646,32 @@ pub fn resolve(
     }
     let traces = if !traces.is_empty() {
         traces
-    } else if let Some(Arm::Trace { path, .. }) =
+            .iter()
+            .map(|t| {
+                let t = t.to_string_lossy();
+                split_runs(&t).into_iter().map(PathBuf::from).collect()
+            })
+            .collect()
+    } else if let Some(Arm::Trace { paths, .. }) =
         resolved.iter().find(|a| matches!(a, Arm::Trace { .. }))
     {
-        vec![path.clone()]
+        vec![paths.clone()]
     } else {
-        vec![newest_bundle(traces_dir).unwrap_or_else(|| PathBuf::from(fallback))]
+        vec![vec![
+            newest_bundle(traces_dir).unwrap_or_else(|| PathBuf::from(fallback))
+        ]]
     };
     Ok((resolved, traces))
 }
 
-/// Replays every row trace with the policy arms, reads each trace arm's own record, and
-/// builds one table per metric.
-pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Comparison, CompareError> {
+/// Replays every row's traces with the policy arms, reads each trace arm's own record,
+/// and builds one table per metric. A row (or a trace arm) of several runs pools their
+/// windows for its cells and adds the statistics across runs.
+pub fn compare(
+    arms: &[Arm],
+    rows: &[Vec<PathBuf>],
+    windows: u32,
+) -> Result<Comparison, CompareError> {
     let specs: Vec<String> = arms
         .iter()
         .filter_map(|a| match a {
@@ -527,87 +680,134 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
         })
         .collect();
     let mut summaries: Vec<TraceSummary> = Vec::new();
-    let mut rows_in: Vec<(String, u64, Vec<PolicyMetrics>)> = Vec::new();
+    let mut rows_in: Vec<RowIn> = Vec::new();
     // The traces replay in parallel, one per thread.
-    let replays = crate::parallel::map(traces, crate::parallel::default_jobs(), |t| {
+    let flat: Vec<PathBuf> = rows.iter().flatten().cloned().collect();
+    let mut replays = crate::parallel::map(&flat, crate::parallel::default_jobs(), |t| {
         replay_trace(t, specs.clone(), windows)
-    });
-    for (t, r) in traces.iter().zip(replays) {
-        let r = r?;
-        let pol = specs
-            .iter()
-            .filter_map(|a| r.policies.iter().find(|p| &p.policy == a).cloned())
-            .collect();
-        let name = trace_name(t);
-        rows_in.push((name.clone(), r.replayed, pol));
-        summaries.push(TraceSummary::of(name, t, r)?);
+    })
+    .into_iter();
+    for paths in rows {
+        let (group, names) = run_names(paths);
+        let mut wakeups = 0;
+        let mut per_run = Vec::new();
+        for (t, name) in paths.iter().zip(&names) {
+            let r = replays.next().expect("one replay per trace")?;
+            per_run.push(
+                specs
+                    .iter()
+                    .filter_map(|a| r.policies.iter().find(|p| &p.policy == a).cloned())
+                    .collect(),
+            );
+            wakeups += r.replayed;
+            summaries.push(TraceSummary::of(name.clone(), t, r)?);
+        }
+        let runs = if names.len() > 1 { names } else { Vec::new() };
+        rows_in.push(RowIn {
+            name: group,
+            wakeups,
+            runs,
+            per_run,
+        });
     }
     // A trace arm's windows, read once per bundle even when it is a row too.
-    let mut observed_of: Vec<Option<usize>> = Vec::new();
+    let mut observed_of: Vec<Vec<usize>> = Vec::new();
     for a in arms {
-        observed_of.push(match a {
-            Arm::Policy(_) => None,
-            Arm::Trace { name, path } => {
+        let mut of_arm = Vec::new();
+        if let Arm::Trace { paths, .. } = a {
+            let (_, names) = run_names(paths);
+            for (path, name) in paths.iter().zip(names) {
                 let i = match summaries.iter().position(|s| &s.path == path) {
                     Some(i) => i,
                     None => {
                         let r = replay_trace(path, Vec::new(), windows)?;
-                        summaries.push(TraceSummary::of(name.clone(), path, r)?);
+                        summaries.push(TraceSummary::of(name, path, r)?);
                         summaries.len() - 1
                     }
                 };
-                Some(i)
+                of_arm.push(i);
             }
-        });
+        }
+        observed_of.push(of_arm);
     }
+    let several_runs = rows.iter().any(|r| r.len() > 1) || observed_of.iter().any(|o| o.len() > 1);
     let tables = Metric::ALL
         .iter()
         .map(|&metric| Table {
             metric,
             rows: rows_in
                 .iter()
-                .map(|(name, wakeups, pols)| {
-                    let mut next_policy = pols.iter();
-                    let series: Vec<Vec<Option<f64>>> = arms
-                        .iter()
-                        .zip(&observed_of)
-                        .map(|(a, obs)| match (a, obs) {
-                            (Arm::Trace { .. }, Some(i)) => summaries[*i]
-                                .observed
-                                .windows
-                                .iter()
-                                .map(|w| metric.of_observed_window(w))
-                                .collect(),
-                            _ => next_policy
-                                .next()
-                                .map(|p| {
-                                    p.windows
+                .map(
+                    |RowIn {
+                         name,
+                         wakeups,
+                         runs,
+                         per_run,
+                     }| {
+                        let mut policy_index = 0;
+                        // Per arm, per run, per window.
+                        let series: Vec<Vec<Vec<Option<f64>>>> = arms
+                            .iter()
+                            .zip(&observed_of)
+                            .map(|(a, obs)| match a {
+                                Arm::Trace { .. } => obs
+                                    .iter()
+                                    .map(|&i| {
+                                        summaries[i]
+                                            .observed
+                                            .windows
+                                            .iter()
+                                            .map(|w| metric.of_observed_window(w))
+                                            .collect()
+                                    })
+                                    .collect(),
+                                Arm::Policy(_) => {
+                                    let k = policy_index;
+                                    policy_index += 1;
+                                    per_run
                                         .iter()
-                                        .map(|w| metric.of_policy_window(w))
+                                        .map(|pols| {
+                                            pols.get(k)
+                                                .map(|p| {
+                                                    p.windows
+                                                        .iter()
+                                                        .map(|w| metric.of_policy_window(w))
+                                                        .collect()
+                                                })
+                                                .unwrap_or_default()
+                                        })
                                         .collect()
-                                })
-                                .unwrap_or_default(),
-                        })
-                        .collect();
-                    // Policies replayed over this row's trace share its windows; a trace
-                    // arm's windows are its own trace's.
-                    let same_windows = |i: usize| matches!(arms[i], Arm::Policy(_));
-                    let cells = series
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| {
-                            let base = (i > 0).then(|| {
-                                (series[0].as_slice(), same_windows(0) && same_windows(i))
-                            });
-                            cell(v, base)
-                        })
-                        .collect();
-                    Row {
-                        trace: name.clone(),
-                        wakeups: *wakeups,
-                        cells,
-                    }
-                })
+                                }
+                            })
+                            .collect();
+                        // Policies replayed over this row's traces share their windows (and
+                        // runs); a trace arm's windows are its own traces'.
+                        let same_windows = |i: usize| matches!(arms[i], Arm::Policy(_));
+                        let with_runs = series.iter().any(|s| s.len() > 1);
+                        let cells = series
+                            .iter()
+                            .enumerate()
+                            .map(|(i, runs)| {
+                                let paired = same_windows(0) && same_windows(i);
+                                let pooled: Vec<Option<f64>> = runs.concat();
+                                let base_pooled = series[0].concat();
+                                let base = (i > 0).then_some((base_pooled.as_slice(), paired));
+                                let mut c = cell(&pooled, base)?;
+                                if with_runs {
+                                    let base = (i > 0).then(|| (series[0].as_slice(), paired));
+                                    c.runs = across_runs(runs, base);
+                                }
+                                Some(c)
+                            })
+                            .collect();
+                        Row {
+                            trace: name.clone(),
+                            wakeups: *wakeups,
+                            runs: runs.clone(),
+                            cells,
+                        }
+                    },
+                )
                 .collect(),
         })
         .collect();
@@ -622,10 +822,23 @@ pub fn compare(arms: &[Arm], traces: &[PathBuf], windows: u32) -> Result<Compari
             .collect(),
         windows,
         test: "paired t-test over windows, Welch's vs a trace arm, 5 %",
+        runs_test: several_runs.then_some(RUNS_TEST),
         tables,
         traces: summaries,
     })
 }
+
+/// A row as replayed, before its tables: its name, wakeups, its runs' names (when it has
+/// several) and each run's policy metrics, in the policy arms' order.
+struct RowIn {
+    name: String,
+    wakeups: u64,
+    runs: Vec<String>,
+    per_run: Vec<Vec<PolicyMetrics>>,
+}
+
+/// The test across runs, in words.
+pub const RUNS_TEST: &str = "Welch's t-test across independent runs, paired between policies, 5 %";
 
 /// Why a comparison could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -676,4 +889,97 @@ pub enum CompareError {
         /// Where bundles are looked up by name.
         traces_dir: PathBuf,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three runs of two windows each, whose means are `means` (each run's windows at
+    /// its mean ∓ 1).
+    fn runs(means: [f64; 3]) -> Vec<Vec<Option<f64>>> {
+        means
+            .iter()
+            .map(|m| vec![Some(m - 1.0), Some(m + 1.0)])
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn three_independent_runs_are_compared_by_welch() {
+        // Baseline runs 10, 12, 14: mean 12, variance (4 + 0 + 4)/2 = 4, std 2 = 16.67 %.
+        // Arm runs 13, 15, 17: mean 15, the same spread. Difference 3 = +25 %. Welch:
+        // se = √(4/3 + 4/3) = 1.63299, df = (8/3)² / (2 · (4/3)² / 2) = 4, t(4) = 2.776,
+        // half-width 2.776 · 1.63299 = 4.53318: [−1.53318, 7.53318], over the baseline's
+        // 12: [−12.7765 %, +62.7765 %]. t = 3 / 1.63299 = 1.84 < 2.776: within noise.
+        let base = runs([10.0, 12.0, 14.0]);
+        let arm = runs([13.0, 15.0, 17.0]);
+        let b = across_runs(&base, None).unwrap();
+        assert_eq!(b.values, [10.0, 12.0, 14.0]);
+        assert!(close(b.mean, 12.0) && close(b.std_pct, 100.0 * 2.0 / 12.0));
+        assert_eq!((b.compare_pct, b.test), (Some(0.0), None));
+        let a = across_runs(&arm, Some((&base, false))).unwrap();
+        assert_eq!(a.values, [13.0, 15.0, 17.0]);
+        assert!(close(a.compare_pct.unwrap(), 25.0));
+        let half = 2.776 * (8.0f64 / 3.0).sqrt();
+        let (lo, hi) = a.change_interval_pct.unwrap();
+        assert!(close(lo, 100.0 * (3.0 - half) / 12.0), "{lo}");
+        assert!(close(hi, 100.0 * (3.0 + half) / 12.0), "{hi}");
+        assert!((lo + 12.7765).abs() < 1e-3 && (hi - 62.7765).abs() < 1e-3);
+        assert!(!a.beyond_noise);
+        assert_eq!(a.test, Some("welch"));
+    }
+
+    #[test]
+    fn runs_replayed_by_two_policies_are_paired() {
+        // The same three runs replayed by both: baseline 10, 12, 14, arm 12, 15, 18.
+        // Differences 2, 3, 4: mean 3 (+25 % of 12), sd 1, t = 3 / (1/√3) = 5.196 over
+        // t(2) = 4.303: beyond the noise; interval 3 ± 4.303/√3 = 3 ± 2.48434, i.e.
+        // [+4.297 %, +45.703 %]. Welch's, blind to the pairing, sees the runs' own spread
+        // (variances 4 and 9: se = √(4/3 + 3) = 2.0817, t = 1.44) and says within noise.
+        let base = runs([10.0, 12.0, 14.0]);
+        let arm = runs([12.0, 15.0, 18.0]);
+        let a = across_runs(&arm, Some((&base, true))).unwrap();
+        assert_eq!(a.test, Some("paired"));
+        assert!(a.beyond_noise);
+        assert!(close(a.compare_pct.unwrap(), 25.0));
+        let half = 4.303 / 3f64.sqrt();
+        let (lo, hi) = a.change_interval_pct.unwrap();
+        assert!(close(lo, 100.0 * (3.0 - half) / 12.0), "{lo}");
+        assert!(close(hi, 100.0 * (3.0 + half) / 12.0), "{hi}");
+        assert!((lo - 4.297).abs() < 1e-3 && (hi - 45.703).abs() < 1e-3);
+        let w = across_runs(&arm, Some((&base, false))).unwrap();
+        assert!(!w.beyond_noise);
+    }
+
+    #[test]
+    fn a_run_without_a_value_is_left_out() {
+        // The second run never searched: two runs are left, 10 and 14.
+        let mut base = runs([10.0, 12.0, 14.0]);
+        base[1] = vec![None, None];
+        let b = across_runs(&base, None).unwrap();
+        assert_eq!(b.values, [10.0, 14.0]);
+        assert!(across_runs(&[vec![None]], None).is_none());
+    }
+
+    #[test]
+    fn a_comma_separated_value_is_several_runs_unless_it_is_a_path() {
+        assert_eq!(split_runs("a,b,,c"), ["a", "b", "c"]);
+        assert_eq!(split_runs("a"), ["a"]);
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join("x,y");
+        std::fs::write(&odd, "").unwrap();
+        let odd = odd.to_str().unwrap();
+        assert_eq!(split_runs(odd), [odd]);
+        let (group, names) = run_names(&[PathBuf::from("t/a/pp"), PathBuf::from("t/b/pp")]);
+        assert_eq!(
+            (group.as_str(), names),
+            ("pp", vec!["pp#1".into(), "pp#2".into()])
+        );
+        let (group, names) = run_names(&[PathBuf::from("t/a/pp")]);
+        assert_eq!((group.as_str(), names), ("pp", vec!["pp".to_string()]));
+    }
 }

@@ -23,6 +23,23 @@ fn labels(names: &[&str], width: usize, prefix: &str) -> (Vec<String>, Vec<Strin
     (labels, legend)
 }
 
+/// A cell's statistics across runs in the same layout: the baseline 1.00 (std% over its
+/// runs), the others compare% (std%) and `*` beyond the run-to-run noise.
+fn render_runs_cell(cell: Option<&Cell>, baseline: bool) -> String {
+    let Some(r) = cell.and_then(|c| c.runs.as_ref()) else {
+        return "n/a".into();
+    };
+    match r.compare_pct {
+        _ if baseline => format!("1.00 ({:6.2})", r.std_pct),
+        Some(pct) => format!(
+            "{pct:+.2} ({:6.2}){}",
+            r.std_pct,
+            if r.beyond_noise { "*" } else { " " }
+        ),
+        None => format!("[{:.2}] ({:6.2})", r.mean, r.std_pct),
+    }
+}
+
 fn render_cell(cell: Option<&Cell>, baseline: bool) -> String {
     match cell {
         None => "n/a".into(),
@@ -62,8 +79,27 @@ pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
     let arm_names: Vec<&str> = c.arms.iter().map(String::as_str).collect();
     let (arms, arm_legend) = labels(&arm_names, 14, "A");
-    let trace_names: Vec<&str> = c.traces.iter().map(|t| t.trace.as_str()).collect();
-    let (traces, trace_legend) = labels(&trace_names, 15, "T");
+    let mut trace_names: Vec<&str> = c.traces.iter().map(|t| t.trace.as_str()).collect();
+    let (mut traces, trace_legend) = labels(&trace_names, 15, "T");
+    // A row of several runs goes by its own name, or the span of its runs' labels.
+    if let Some(t) = c.tables.first() {
+        for r in t.rows.iter().filter(|r| !r.runs.is_empty()) {
+            if trace_names.contains(&r.trace.as_str()) {
+                continue;
+            }
+            let at = |run: Option<&String>| {
+                run.and_then(|n| trace_names.iter().position(|t| t == n))
+                    .map_or(0, |i| i + 1)
+            };
+            let label = if r.trace.chars().count() <= 15 {
+                r.trace.clone()
+            } else {
+                format!("T{}-T{}", at(r.runs.first()), at(r.runs.last()))
+            };
+            trace_names.push(&r.trace);
+            traces.push(label);
+        }
+    }
     // Names too long for a column are numbered, and spelled out here once.
     if !arm_legend.is_empty() || !trace_legend.is_empty() {
         for l in arm_legend.iter().chain(&trace_legend) {
@@ -80,7 +116,7 @@ pub fn render(c: &Comparison) -> String {
     for t in &c.tables {
         absolute |= metric_table(&mut o, c, t, &labels);
     }
-    notes(&mut o, c, absolute);
+    notes(&mut o, c, absolute, &labels);
     recorded_table(&mut o, c, &labels);
     simulated_table(&mut o, c, &labels);
     o
@@ -115,6 +151,25 @@ fn metric_table(o: &mut String, c: &Comparison, t: &Table, labels: &Labels) -> b
             }
             let _ = writeln!(o);
         }
+        // Rows with several runs (or compared with an arm that has them) again, across
+        // the runs: each run's mean one sample.
+        let with_runs: Vec<_> = t
+            .rows
+            .iter()
+            .filter(|r| r.cells.iter().flatten().any(|c| c.runs.is_some()))
+            .collect();
+        if !with_runs.is_empty() {
+            let _ = writeln!(o, "across runs");
+        }
+        for r in with_runs {
+            let _ = write!(o, "{:<16}", labels.trace(&r.trace));
+            for &i in &idx {
+                let s = render_runs_cell(r.cells[i].as_ref(), i == 0);
+                absolute |= s.starts_with('[');
+                let _ = write!(o, "{s:>21}");
+            }
+            let _ = writeln!(o);
+        }
     }
     let _ = writeln!(o);
     absolute
@@ -122,7 +177,7 @@ fn metric_table(o: &mut String, c: &Comparison, t: &Table, labels: &Labels) -> b
 
 /// How to read the tables: the baseline, the noise test, absolute values and which
 /// arms are observed rather than modelled.
-fn notes(o: &mut String, c: &Comparison, absolute: bool) {
+fn notes(o: &mut String, c: &Comparison, absolute: bool, labels: &Labels) {
     let _ = writeln!(
         o,
         "baseline {}: 1.00 (std% over {} windows); others: compare% (std%);\n* beyond the noise ({})",
@@ -130,6 +185,14 @@ fn notes(o: &mut String, c: &Comparison, absolute: bool) {
     );
     if absolute {
         let _ = writeln!(o, "[v]: absolute value, where the baseline has none");
+    }
+    if let Some(test) = c.runs_test {
+        let _ = writeln!(
+            o,
+            "several runs: their windows pooled above; \"across runs\": std% over the runs'\n\
+             means, * beyond the run-to-run noise:\n  {test}"
+        );
+        runs_counts(o, c, labels);
     }
     let traced: Vec<&str> = c
         .arms
@@ -144,6 +207,38 @@ fn notes(o: &mut String, c: &Comparison, absolute: bool) {
             "observed arms (what the trace recorded): {}",
             traced.join(", ")
         );
+    }
+}
+
+/// How many runs each arm has on each row of several, as `runs on ROW: arm N, ...`: the
+/// most any metric has a value in.
+fn runs_counts(o: &mut String, c: &Comparison, labels: &Labels) {
+    let Some(first) = c.tables.first() else {
+        return;
+    };
+    for (k, r) in first.rows.iter().enumerate() {
+        let counts: Vec<String> = labels
+            .arms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                let n = c
+                    .tables
+                    .iter()
+                    .filter_map(|t| t.rows[k].cells[i].as_ref()?.runs.as_ref())
+                    .map(|s| s.values.len())
+                    .max()?;
+                Some(format!("{a} {n}"))
+            })
+            .collect();
+        if !counts.is_empty() {
+            let _ = writeln!(
+                o,
+                "runs on {}: {}",
+                labels.trace(&r.trace),
+                counts.join(", ")
+            );
+        }
     }
 }
 

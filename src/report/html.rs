@@ -71,6 +71,28 @@ fn cell_text(c: Option<&Cell>, baseline: bool) -> String {
     }
 }
 
+/// A cell across runs: as [`cell_text`], the std over the runs, and their number.
+fn runs_cell_text(r: Option<&crate::compare::RunStats>, baseline: bool) -> String {
+    match r {
+        None => "n/a".into(),
+        Some(r) if baseline => format!("1.00 ({:.2}), {} runs", r.std_pct, r.values.len()),
+        Some(r) => match r.compare_pct {
+            Some(p) => format!(
+                "{p:+.2}% ({:.2}){}, {} runs",
+                r.std_pct,
+                if r.beyond_noise { " *" } else { "" },
+                r.values.len()
+            ),
+            None => format!(
+                "[{:.2}] ({:.2}), {} runs",
+                r.mean,
+                r.std_pct,
+                r.values.len()
+            ),
+        },
+    }
+}
+
 /// A plot with its caption. Inline SVG in HTML needs no namespace declaration, and
 /// leaving it out keeps the page free of any URL.
 fn fig(o: &mut String, id: &str, svg: &str, caption: &str) {
@@ -328,7 +350,10 @@ fn curves_section(o: &mut String, r: &Report) {
          workload: traces whose names differ in their numbers alone (hackbench-g4 and \
          hackbench-g8); a trace of its own stands as points.</p>"
     );
-    let group = load_steps(&r.traces);
+    // Per row: a row of several runs is one point, at the mean of its runs' windows.
+    let rows = c.tables.first().map_or(&[][..], |t| t.rows.as_slice());
+    let names: Vec<&str> = rows.iter().map(|row| row.trace.as_str()).collect();
+    let group = load_steps(&names);
     for metric in [
         Metric::SeEff,
         Metric::ScannedPerSearch,
@@ -374,12 +399,12 @@ fn curves_section(o: &mut String, r: &Report) {
 
 /// Per trace, the workload it is a load step of: traces whose names are the same but
 /// for their numbers (`hackbench-g4-l2000`, `hackbench-g8-l2000`) share one.
-fn load_steps(traces: &[TraceReport]) -> Vec<usize> {
-    let keys: Vec<String> = traces
+fn load_steps(names: &[&str]) -> Vec<usize> {
+    let keys: Vec<String> = names
         .iter()
-        .map(|t| {
+        .map(|name| {
             let mut key = String::new();
-            for c in t.name.chars() {
+            for c in name.chars() {
                 if !c.is_ascii_digit() {
                     key.push(c);
                 } else if !key.ends_with('#') {
@@ -702,7 +727,7 @@ fn head_section(o: &mut String, r: &Report) {
          Machine</a></li><li><a href=\"#timeline\">Busy/idle timeline</a></li><li><a href=\"#fidelity\">\
          Fidelity</a></li><li><a href=\"#reproduce\">Reproduce</a></li><li><a href=\"#glossary\">\
          Glossary</a></li></ol></nav>",
-        if r.traces.len() > 1 {
+        if several_rows(r) {
             "<li><a href=\"#load-curves\">Over load</a></li>"
         } else {
             ""
@@ -744,6 +769,17 @@ fn verdict_section(o: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(o, "</ul>");
+    let across = r.verdicts.iter().any(|v| v.runs.is_some());
+    if let Some(test) = c.runs_test.filter(|_| across) {
+        let _ = writeln!(
+            o,
+            "<p>Where the trace and the arm have two or more runs each, the means, change and \
+             interval are across runs ({}), and the line under each gives every run's value, \
+             their spread (sample std, % of the mean) and the change of the pooled \
+             windows.</p>",
+            escape(test)
+        );
+    }
     let label = |trace: &str| super::trace_label(r, trace);
     let _ = writeln!(
         o,
@@ -780,6 +816,13 @@ fn verdict_section(o: &mut String, r: &Report) {
             v.trust,
             v.trust
         );
+        if let Some(runs) = &v.runs {
+            let _ = writeln!(
+                o,
+                "<tr class=\"runs\"><td></td><td colspan=\"7\" class=\"t\">{}</td></tr>",
+                escape(&super::runs_line(runs))
+            );
+        }
     }
     let _ = writeln!(o, "</tbody></table></div>");
     // What did not change at all, one line per arm, and the arms that cannot differ.
@@ -852,8 +895,15 @@ fn tables_section(o: &mut String, r: &Report) {
         o,
         "<section id=\"tables\"><h2>Tables</h2><p>As the seeds print them: the baseline as \
          1.00 (std%), the others as change% (std%); std over {} time windows; * where the \
-         difference is beyond the noise; [value] where the baseline has none.</p>",
-        c.windows
+         difference is beyond the noise; [value] where the baseline has none.{}</p>",
+        c.windows,
+        if c.runs_test.is_some() {
+            " A trace of several runs pools their windows, and the row under it, across \
+             runs, takes each run's mean as one sample: std over the runs, * by the test \
+             across runs."
+        } else {
+            ""
+        }
     );
     for t in &c.tables {
         if t.rows.iter().all(|r| r.cells.iter().all(Option::is_none)) {
@@ -879,6 +929,15 @@ fn tables_section(o: &mut String, r: &Report) {
                 let _ = write!(o, "<td>{}</td>", escape(&cell_text(cell.as_ref(), i == 0)));
             }
             let _ = writeln!(o, "</tr>");
+            // The same row across its runs: each run's mean one sample.
+            if row.cells.iter().flatten().any(|c| c.runs.is_some()) {
+                let _ = write!(o, "<tr class=\"runs\"><td>across runs</td><td></td>");
+                for (i, cell) in row.cells.iter().enumerate() {
+                    let runs = cell.as_ref().and_then(|c| c.runs.as_ref());
+                    let _ = write!(o, "<td>{}</td>", escape(&runs_cell_text(runs, i == 0)));
+                }
+                let _ = writeln!(o, "</tr>");
+            }
         }
         let _ = writeln!(o, "</tbody></table></div>");
     }
@@ -1036,13 +1095,22 @@ fn glossary_section(o: &mut String) {
     let _ = writeln!(o, "</dl></section>");
 }
 
+/// The comparison has more than one row to draw over: traces read only for a trace arm,
+/// or the runs of one row, are no load steps.
+fn several_rows(r: &Report) -> bool {
+    r.comparison
+        .tables
+        .first()
+        .is_some_and(|t| t.rows.len() > 1)
+}
+
 /// The whole report as one HTML page: verdict, tables, search time, load curves (several
 /// traces), placements, latency, simulation results, the machine, the busy/idle strips,
 /// fidelity and how to reproduce it.
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
     head_section(&mut o, r);
-    let multi = r.traces.len() > 1;
+    let multi = several_rows(r);
 
     verdict_section(&mut o, r);
 

@@ -42,7 +42,9 @@ pub struct ReportOptions {
 }
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by
-/// how much, and whether the difference is beyond the window-to-window noise.
+/// how much, and whether the difference is beyond the window-to-window noise. Where the
+/// trace and the arm have two or more runs each, the means, change, interval and test
+/// are those across runs, and `runs` holds each run's value and the pooled windows' test.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
     /// The metric judged.
@@ -74,6 +76,32 @@ pub struct Verdict {
     pub fidelity_pct: Option<f64>,
     /// strong (≥ 95 %), moderate (≥ 90 %), weak (below) or unknown.
     pub trust: &'static str,
+    /// Where the trace or the arm has several runs: each run's value and the windows'
+    /// own test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<RunsVerdict>,
+}
+
+/// The runs behind a verdict across runs, and the within-trace test over their pooled
+/// windows.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunsVerdict {
+    /// The baseline's value in each run, in the metric's unit.
+    pub base_values: Vec<f64>,
+    /// The arm's value in each run.
+    pub values: Vec<f64>,
+    /// The baseline's spread across runs: sample std, % of its mean.
+    pub base_std_pct: f64,
+    /// The arm's spread across runs.
+    pub std_pct: f64,
+    /// The test across runs: "paired" (both replayed the same runs) or "welch".
+    pub test: &'static str,
+    /// The change of the pooled windows' means, percent.
+    pub windows_change_pct: f64,
+    /// The windows' t-test (paired or Welch's, as for one run) rejects equal means.
+    pub windows_beyond_noise: bool,
+    /// The windows' 95 % interval of the change, percent of the baseline.
+    pub windows_interval_pct: Option<(f64, f64)>,
 }
 
 /// The word for a change: beyond the windows' noise and at least the metric's practical
@@ -92,12 +120,58 @@ fn verdict_word(v: &Verdict) -> &'static str {
     }
 }
 
-/// The label of a trace in the verdict: T1, T2, ... in the report's order.
+/// A verdict's runs in words: each side's values and spread, the test across them, and
+/// the pooled windows' change and interval (`*` beyond their noise).
+pub fn runs_line(r: &RunsVerdict) -> String {
+    let values = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let interval = r
+        .windows_interval_pct
+        .map_or(String::new(), |(lo, hi)| format!(" [{lo:+.1}, {hi:+.1}]"));
+    format!(
+        "{} vs {} runs ({}): {} (std {:.2}%) -> {} (std {:.2}%); pooled windows {:+.2}%{interval}{}",
+        r.base_values.len(),
+        r.values.len(),
+        if r.test == "paired" { "paired" } else { "Welch" },
+        values(&r.base_values),
+        r.base_std_pct,
+        values(&r.values),
+        r.std_pct,
+        r.windows_change_pct,
+        if r.windows_beyond_noise { " *" } else { "" }
+    )
+}
+
+/// The label of a trace in the verdict: T1, T2, ... in the report's order; a trace of
+/// several runs by the span of its runs' labels, T1-T3.
 pub fn trace_label(r: &Report, trace: &str) -> String {
+    if let Some(i) = r.traces.iter().position(|t| t.name == trace) {
+        return format!("T{}", i + 1);
+    }
+    let runs = runs_of(r, trace);
+    match (runs.first(), runs.last()) {
+        (Some(a), Some(b)) => format!("T{}-T{}", a + 1, b + 1),
+        _ => trace.to_string(),
+    }
+}
+
+/// The indices in `r.traces` of the runs of a row of several runs.
+fn runs_of(r: &Report, trace: &str) -> Vec<usize> {
+    let prefix = format!("{trace}#");
     r.traces
         .iter()
-        .position(|t| t.name == trace)
-        .map_or_else(|| trace.to_string(), |i| format!("T{}", i + 1))
+        .enumerate()
+        .filter(|(_, t)| {
+            t.name
+                .strip_prefix(&prefix)
+                .is_some_and(|k| k.parse::<u32>().is_ok())
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Under the verdict: per arm, the metrics it left identical, and the arms that cannot
@@ -116,12 +190,13 @@ pub fn unchanged_notes(r: &Report) -> Vec<String> {
             notes.push(format!("{arm} identical: {}", same.join(", ")));
         }
     }
-    for (i, t) in r.traces.iter().enumerate() {
-        for arm in arms_that_cannot_differ(r, &t.name) {
+    let rows = c.tables.first().map_or(&[][..], |t| t.rows.as_slice());
+    for row in rows {
+        for arm in arms_that_cannot_differ(r, &row.trace) {
             notes.push(format!(
-                "{arm} cannot differ from {} on T{} (identical in every metric)",
+                "{arm} cannot differ from {} on {} (identical in every metric)",
                 c.arms[0],
-                i + 1
+                trace_label(r, &row.trace)
             ));
         }
     }
@@ -250,15 +325,25 @@ pub enum ReportError {
 
 /// One verdict per metric, arm and trace where both sides have a value.
 fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
+    // A row of several runs is as trustworthy as its least faithful run.
     let fidelity = |trace: &str| {
+        let prefix = format!("{trace}#");
         traces
             .iter()
-            .find(|t| t.name == trace)?
-            .replay
-            .policies
-            .iter()
-            .find_map(|p| p.fidelity.as_ref())
-            .map(|f| f.agreement_pct())
+            .filter(|t| {
+                t.name == trace
+                    || t.name
+                        .strip_prefix(&prefix)
+                        .is_some_and(|k| k.parse::<u32>().is_ok())
+            })
+            .filter_map(|t| {
+                t.replay
+                    .policies
+                    .iter()
+                    .find_map(|p| p.fidelity.as_ref())
+                    .map(|f| f.agreement_pct())
+            })
+            .reduce(f64::min)
     };
     let mut out = Vec::new();
     for t in &c.tables {
@@ -277,6 +362,53 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                     cell.mean < base.mean
                 };
                 let fidelity_pct = fidelity(&row.trace);
+                // Across runs where both sides have two or more (else no test across
+                // them exists, and the windows' verdict stands): the runs' means and
+                // test, with the pooled windows' beside them.
+                let across = match (&base.runs, &cell.runs) {
+                    (Some(b), Some(a)) if b.values.len() < 2 || a.values.len() < 2 => None,
+                    (Some(b), Some(a)) => a
+                        .compare_pct
+                        .zip(a.test)
+                        .map(|(pct, test)| (b, a, pct, test)),
+                    _ => None,
+                };
+                if let Some((b, a, pct, test)) = across {
+                    let better = if t.metric.higher_is_better() {
+                        a.mean > b.mean
+                    } else {
+                        a.mean < b.mean
+                    };
+                    let mut v = Verdict {
+                        metric: t.metric,
+                        trace: row.trace.clone(),
+                        arm: c.arms[i].clone(),
+                        baseline: c.arms[0].clone(),
+                        base_mean: b.mean,
+                        mean: a.mean,
+                        change_pct: pct,
+                        better,
+                        beyond_noise: a.beyond_noise,
+                        change_interval_pct: a.change_interval_pct,
+                        practical_pct: t.metric.practical_pct(),
+                        word: "",
+                        fidelity_pct,
+                        trust: trust_of(fidelity_pct),
+                        runs: Some(RunsVerdict {
+                            base_values: b.values.clone(),
+                            values: a.values.clone(),
+                            base_std_pct: b.std_pct,
+                            std_pct: a.std_pct,
+                            test,
+                            windows_change_pct: change,
+                            windows_beyond_noise: cell.beyond_noise,
+                            windows_interval_pct: cell.change_interval_pct,
+                        }),
+                    };
+                    v.word = verdict_word(&v);
+                    out.push(v);
+                    continue;
+                }
                 let mut v = Verdict {
                     metric: t.metric,
                     trace: row.trace.clone(),
@@ -292,6 +424,7 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                     word: "",
                     fidelity_pct,
                     trust: trust_of(fidelity_pct),
+                    runs: None,
                 };
                 v.word = verdict_word(&v);
                 out.push(v);
@@ -315,7 +448,7 @@ fn features(meta: &Meta) -> Option<String> {
 /// Runs the comparison and gathers the rest of the report.
 pub fn build(
     arms: &[Arm],
-    traces: &[PathBuf],
+    traces: &[Vec<PathBuf>],
     opts: &ReportOptions,
 ) -> Result<Report, ReportError> {
     let mut comparison = compare::compare(arms, traces, opts.windows)?;
@@ -398,9 +531,11 @@ pub fn build(
     }
     let mut reproduce = opts.command_line.clone();
     if opts.traces_implicit {
-        for t in &reports {
+        // One --trace per row, its runs comma-separated.
+        for row in traces {
+            let runs: Vec<String> = row.iter().map(|t| t.display().to_string()).collect();
             reproduce.push("--trace".into());
-            reproduce.push(t.path.display().to_string());
+            reproduce.push(runs.join(","));
         }
     }
     Ok(Report {

@@ -233,7 +233,10 @@ pub fn curves(b: &Bars, group: &[usize]) -> String {
         let vals = b.series.iter().flat_map(|s| s.1.iter().copied());
         let (lo, hi) = vals.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
         let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo, hi) };
-        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.05).max(1e-9);
+        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.05);
+        // Every value 0 (no cross-LLC move on one LLC): an axis of 0..1, not of 0..1e-9
+        // with every tick labelled 0.0.
+        let pad = if pad > 1e-9 { pad } else { 1.0 };
         // Non-negative metrics keep a non-negative axis.
         let y_lo = if lo >= 0.0 {
             (lo - pad).max(0.0)
@@ -422,6 +425,8 @@ pub fn timeline(title: &str, span_ns: u64, cpus: &[(u32, Vec<(u64, u64)>)]) -> S
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, 18))
             .margin(12)
+            // The last tick label is centred on the axis's end: room for its half.
+            .margin_right(30)
             .x_label_area_size(44)
             .y_label_area_size(64)
             .build_cartesian_2d(0f64..span_us, 0f64..rows as f64)?;
@@ -480,6 +485,8 @@ pub fn shaded_timeline(title: &str, span_ns: u64, rows: &[(String, Vec<f64>)]) -
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, 18))
             .margin(12)
+            // The last tick label is centred on the axis's end: room for its half.
+            .margin_right(30)
             .x_label_area_size(44)
             .y_label_area_size(120)
             .build_cartesian_2d(0f64..span_us, 0f64..n as f64)?;

@@ -121,6 +121,15 @@ fn verdict(o: &mut String, r: &Report) {
             r.comparison.test
         ))
     );
+    let across = r.verdicts.iter().any(|v| v.runs.is_some());
+    if let Some(test) = r.comparison.runs_test.filter(|_| across) {
+        let line = format!(
+            "Several runs (two or more on both sides): the means, change and interval are \
+             across runs ({test}); under each, every run's value, their spread and the \
+             pooled windows' change."
+        );
+        let _ = writeln!(o, "{}", fit(&line));
+    }
     let label = |trace: &str| super::trace_label(r, trace);
     for v in r.verdicts.iter().filter(|v| v.word != "identical") {
         let interval = v
@@ -137,6 +146,9 @@ fn verdict(o: &mut String, r: &Report) {
             v.word
         );
         let _ = writeln!(o, "{}", fit(&line));
+        if let Some(runs) = &v.runs {
+            let _ = writeln!(o, "{}", fit(&format!("      {}", super::runs_line(runs))));
+        }
     }
     // What did not change at all, one line per arm, and the arms that cannot differ.
     for n in super::unchanged_notes(r) {
@@ -219,20 +231,30 @@ fn fidelity_lines(o: &mut String, t: &TraceReport) {
     }
 }
 
-/// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent.
+/// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent. A
+/// word too long for a line (a list of runs) is broken after its commas.
 pub fn fit(line: &str) -> String {
     let indent = &line[..line.len() - line.trim_start().len()];
+    let room = 75usize.saturating_sub(indent.len());
     let mut lines = vec![indent.to_string()];
     for word in line.split_whitespace() {
-        let cur = lines.last_mut().expect("never empty");
-        let fresh = cur.trim().is_empty();
-        if !fresh && cur.chars().count() + 1 + word.chars().count() > 79 {
-            lines.push(format!("{indent}    {word}"));
+        let pieces: Vec<&str> = if word.chars().count() > room {
+            word.split_inclusive(',').collect()
         } else {
-            if !fresh {
-                cur.push(' ');
+            vec![word]
+        };
+        for (k, piece) in pieces.into_iter().enumerate() {
+            let cur = lines.last_mut().expect("never empty");
+            let fresh = cur.trim().is_empty();
+            let gap = usize::from(!fresh && k == 0);
+            if !fresh && cur.chars().count() + gap + piece.chars().count() > 79 {
+                lines.push(format!("{indent}    {piece}"));
+            } else {
+                if gap == 1 {
+                    cur.push(' ');
+                }
+                cur.push_str(piece);
             }
-            cur.push_str(word);
         }
     }
     lines.join("\n")
@@ -265,5 +287,13 @@ mod tests {
         let s = fit(long.trim());
         assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
         assert_eq!(s.split_whitespace().count(), 40);
+        // A list of runs longer than a line breaks after its commas, and only there.
+        let runs = ["traces/rig/kernel-sis-stats+noinline/2x4/rig-2x4-pingpong"; 3].join(",");
+        let s = fit(&format!("Reproduce: x --trace {runs} -o r.txt"));
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+        assert_eq!(
+            s.replace("\n    ", "").replace('\n', " "),
+            format!("Reproduce: x --trace {runs} -o r.txt")
+        );
     }
 }
