@@ -44,6 +44,10 @@ pub struct RunStats {
     pub local_preempt_latency: Percentiles,
     /// How many wakees preempted their waker on the waker's CPU (the samples above).
     pub local_preempts: u64,
+    /// How many wakees on their waker's CPU ran only after the waker blocked: with
+    /// `local_preempts`, how often the scheduler lets a wakee preempt its waker, which
+    /// decides whether a waker reaches its own sleep before its wakee answers.
+    pub local_after_block: u64,
     /// sched_migrate_task between a task's sched_waking and its sched_wakeup: wakeups
     /// placed off their previous CPU, by distance.
     pub wakeup_moves: Placements,
@@ -85,6 +89,7 @@ impl RunStats {
         s.latency = Percentiles::of(&mut lat.all);
         s.remote_idle_latency = Percentiles::of(&mut lat.remote_idle);
         s.local_preempts = lat.local_preempt.len() as u64;
+        s.local_after_block = lat.local_after_block;
         s.local_preempt_latency = Percentiles::of(&mut lat.local_preempt);
         s.busy_pct = 100.0 * s.cpu_ns as f64 / (s.span_ns.max(1) as f64 * n.max(1) as f64);
         s
@@ -133,6 +138,7 @@ struct LatencySamples {
     all: Vec<u32>,
     remote_idle: Vec<u32>,
     local_preempt: Vec<u32>,
+    local_after_block: u64,
 }
 
 impl LatencySamples {
@@ -144,8 +150,12 @@ impl LatencySamples {
             self.remote_idle.push(ns);
         }
         let preempted = l.prev_end == SliceEnd::Preempted;
-        if l.waking_cpu == l.cpu && l.prev_pid == l.waker && l.waker != 0 && preempted {
-            self.local_preempt.push(ns);
+        if l.waking_cpu == l.cpu && l.prev_pid == l.waker && l.waker != 0 {
+            if preempted {
+                self.local_preempt.push(ns);
+            } else {
+                self.local_after_block += 1;
+            }
         }
     }
 }
@@ -639,6 +649,17 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
             f.latency_p50_ratio,
             f.latency_p99_ratio
         );
+        let share = |s: &RunStats| {
+            let local = s.local_preempts + s.local_after_block;
+            (local > 0).then(|| 100.0 * s.local_preempts as f64 / local as f64)
+        };
+        if let (Some(run), Some(trace)) = (share(&own.stats), share(&r.trace)) {
+            let _ = writeln!(
+                out,
+                "Wakees on their waker's CPU preempted it in {run:.0} % of the re-run's local \
+                 wakeups, {trace:.0} % of the trace's (the rest waited for the waker to block)"
+            );
+        }
     }
 }
 

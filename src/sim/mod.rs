@@ -331,6 +331,9 @@ struct Cpu {
     lock_free_at: u64,
     min_vruntime: u64,
     busy_ns: u64,
+    /// EEVDF: the running task's vruntime as the kernel last updated it (update_curr
+    /// runs at a pick, an enqueue and a preemption check, not at every instant).
+    curr_vruntime_seen: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -698,7 +701,7 @@ impl Sim {
         self.tasks[t].state = State::Runnable;
         if self.opts.scheduler.is_eevdf() {
             // PLACE_DEADLINE_INITIAL: a new task's first request is half a slice.
-            let (sum, n) = self.queued_sum(cpu, now, true);
+            let (sum, n) = self.queued_sum(cpu, Some(now));
             let avg = self.avg_of(cpu, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = avg;
@@ -966,6 +969,7 @@ impl Sim {
                 }
                 t.protected = true;
                 c.slice_end = now + (t.deadline - t.vruntime);
+                c.curr_vruntime_seen = t.vruntime;
             }
             let t = &mut self.tasks[n];
             t.state = State::Running;
@@ -1275,7 +1279,7 @@ impl Sim {
         task.woken_at = Some(now);
         if self.opts.scheduler.is_eevdf() {
             // place_entity: behind the average by the lag it left with.
-            let (sum, n) = self.queued_sum(dest, now, true);
+            let (sum, n) = self.queued_sum(dest, Some(now));
             let avg = self.avg_of(dest, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = eevdf::place(avg, task.vlag, n as u64);
@@ -1304,7 +1308,10 @@ impl Sim {
                 }
             }
             None => self.switch_to_next(dest, now, None, 0),
-            Some(_) if self.opts.scheduler.is_eevdf() => {
+            Some(c) if self.opts.scheduler.is_eevdf() => {
+                // check_preempt_wakeup_fair updates the running task first.
+                let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
+                self.cpus[dest as usize].curr_vruntime_seen = running_v;
                 if self.eevdf_would_pick(dest, t, now) {
                     if self.opts.preempt_delay_ns == 0 {
                         self.resched_eevdf(dest, now);
@@ -1359,7 +1366,7 @@ impl Sim {
         let from_min = self.min_vruntime(from, now);
         let t = self.cpus[from as usize].rq[i];
         let eevdf_rel = self.opts.scheduler.is_eevdf().then(|| {
-            let (sum, n) = self.queued_sum(from, now, true);
+            let (sum, n) = self.queued_sum(from, Some(now));
             let avg = self.avg_of(from, sum, n);
             let task = &mut self.tasks[t];
             task.vlag = eevdf::lag(avg, task.vruntime, self.tun.base_slice);
@@ -1368,7 +1375,7 @@ impl Sim {
         self.cpus[from as usize].rq.remove(i);
         self.migrate(t, from, from_min, to, now, to, 0);
         if let Some(rel) = eevdf_rel {
-            let (sum, n) = self.queued_sum(to, now, true);
+            let (sum, n) = self.queued_sum(to, Some(now));
             let avg = self.avg_of(to, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = eevdf::place(avg, task.vlag, n as u64);
