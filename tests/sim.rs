@@ -58,16 +58,22 @@ fn preset(name: &str) -> Topology {
 }
 
 /// Two ping-pong pairs on four idle CPUs: every wakee finds an idle CPU at once, so no
-/// wakeup ever waits; with wakeup IPIs taking no time, each pair does one transaction
-/// per 4 + 6 us of work plus the little search and cache-refill time it pays, about
-/// 99 K/s. With the default IPI time, a wakee waits that long and no longer.
+/// wakeup waits for a CPU, only for its waker's search, the enqueue under the chosen
+/// runqueue's lock (0.3 us) and the wakeup IPI. With IPIs taking no time, each pair
+/// does one transaction per 4 + 6 us of work plus the searches, enqueues and cache
+/// refills of its two wakeups, about 93 K/s.
 #[test]
 fn ping_pong_pairs_on_idle_cpus_never_queue() {
     let pairs = || synth::build("netperf-tcp-rr", 2).unwrap();
     let ipi = sisreplay::sim::DEFAULT_WAKE_IPI_NS;
+    // The longest search: its entry and every runqueue of the LLC.
+    let t = TimeModel::default();
+    let search = t.entry_ns + 4 * t.probe_ns;
+    const ENQUEUE_NS: u64 = 300;
     let r = run(pairs(), Topology::flat(4), "sis_util", 50 * MS);
     assert!(r.wakeups > 10_000, "{}", r.wakeups);
-    assert!(r.latency.max <= ipi, "a wakee waited {} ns", r.latency.max);
+    let most = search + ENQUEUE_NS + ipi;
+    assert!(r.latency.max <= most, "a wakee waited {} ns", r.latency.max);
     let r = run_with(
         pairs(),
         Topology::flat(4),
@@ -76,21 +82,29 @@ fn ping_pong_pairs_on_idle_cpus_never_queue() {
         Penalty::default(),
         0,
     );
-    assert!(r.wakeups > 19_000, "{}", r.wakeups);
-    assert_eq!(r.latency.max, 0, "a wakee waited");
+    assert!(r.wakeups > 18_000, "{}", r.wakeups);
+    assert!(
+        r.latency.max <= search + ENQUEUE_NS,
+        "a wakee waited {}",
+        r.latency.max
+    );
     let per_pair = r.throughput_per_s / 2.0;
-    let work_ns = 10_000.0 + (r.search_ns_total + r.penalty_ns) as f64 / r.units as f64;
+    let work_ns = 10_000.0
+        + (2 * ENQUEUE_NS) as f64
+        + (r.search_ns_total + r.penalty_ns) as f64 / r.units as f64;
     assert!(
         (per_pair - 1e9 / work_ns).abs() / per_pair < 0.01,
         "{per_pair} vs {}",
         1e9 / work_ns
     );
-    // Two CPUs' worth of work on four.
-    assert!((r.busy_pct - 50.0).abs() < 1.0, "{}", r.busy_pct);
+    // Two CPUs' worth of work on four, less the enqueues, which the CPUs wait idle for.
+    let busy = 50.0 * (work_ns - (2 * ENQUEUE_NS) as f64) / work_ns;
+    assert!((r.busy_pct - busy).abs() < 1.0, "{} vs {busy}", r.busy_pct);
 }
 
-/// CPU-bound tasks: as many as CPUs keep every CPU busy; twice as many share them
-/// fairly, each getting half a CPU.
+/// CPU-bound tasks: as many as CPUs keep every CPU busy (but for the start, where the
+/// launcher forks them 20 us apart: 20 + 40 + 60 us of 400 ms idle, 99.97 %); twice as
+/// many share them fairly, each getting half a CPU.
 #[test]
 fn cpu_bound_tasks_keep_every_cpu_busy_and_share_fairly() {
     let r = run(
@@ -99,7 +113,7 @@ fn cpu_bound_tasks_keep_every_cpu_busy_and_share_fairly() {
         "sis_util",
         100 * MS,
     );
-    assert!(r.busy_pct > 99.99, "{}", r.busy_pct);
+    assert!((r.busy_pct - 99.97).abs() < 0.005, "{}", r.busy_pct);
     // Each spinner counts one unit per ms of CPU: 4 CPUs x 100 ms.
     assert!((396..=400).contains(&r.units), "{}", r.units);
     let r = run(
@@ -108,7 +122,7 @@ fn cpu_bound_tasks_keep_every_cpu_busy_and_share_fairly() {
         "sis_util",
         100 * MS,
     );
-    assert!(r.busy_pct > 99.99);
+    assert!((r.busy_pct - 99.97).abs() < 0.005, "{}", r.busy_pct);
     assert!((392..=400).contains(&r.units), "{}", r.units);
 }
 
@@ -253,7 +267,16 @@ fn synth_bundles_replay_to_the_simulated_decisions() {
         assert_eq!(r.as_kernel, policy);
         let f = r.policies[0].fidelity.as_ref().unwrap();
         assert!(f.decisions > 1000, "{policy}: {}", f.decisions);
-        assert_eq!(f.agree, f.decisions, "{policy}: {:.3}%", f.agreement_pct());
+        // Every decision comes back but where two searches overlapped in time and chose
+        // the same CPU: the simulator's second search still read it idle, a replay
+        // takes the first choice as queued at once. Each such collision can turn one
+        // decision (the cascades it starts stay within the same count here).
+        let collisions = sim["wakeup_collisions_with_warmup"].as_u64().unwrap();
+        let differ = f.decisions - f.agree;
+        assert!(
+            differ <= collisions + collisions / 10,
+            "{policy}: {differ} decisions differ, {collisions} collisions"
+        );
         // The warmup's wakeups are in the bundle too; the measured ones are fewer.
         assert!(sim["wakeups"].as_u64().unwrap() < f.decisions);
     }
@@ -349,14 +372,16 @@ fn compare_and_report_show_simulated_results() {
 }
 
 /// Two wakers on CPUs 0 and 1 wake two tasks pinned to CPU 2 at the same instant (10 us
-/// into their loops). The first takes CPU 2's runqueue lock for its enqueue (300 ns), then
-/// CPU 2 switches to its wakee and back to idle under the same lock (300 ns each): the
-/// second waker spins 900 ns, is charged them, and from then on runs 900 ns behind, so
-/// the locks never overlap again.
+/// into their loops; a pinned wakee needs no search). The first takes CPU 2's runqueue
+/// lock for its enqueue (300 ns): the second waker spins those 300 ns, is charged them,
+/// and from then on runs 300 ns behind, so the locks never overlap again.
 #[test]
 fn a_waker_waits_for_a_held_runqueue_lock() {
-    let waker = |target| {
-        TaskSpec::looping(
+    let waker = |target: usize| TaskSpec {
+        start: synth::Start::Runnable {
+            cpu: Some(target as u32 - 2),
+        },
+        ..TaskSpec::looping(
             format!("waker-{target}"),
             vec![
                 Step::Run(10 * US),
@@ -386,6 +411,6 @@ fn a_waker_waits_for_a_held_runqueue_lock() {
         Penalty::default(),
         0,
     );
-    assert_eq!((r.rq_lock_waits, r.rq_lock_wait_ns), (1, 900));
+    assert_eq!((r.rq_lock_waits, r.rq_lock_wait_ns), (1, 300));
     assert!(r.remote_rq_locks >= 19, "{}", r.remote_rq_locks);
 }

@@ -75,8 +75,8 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     let mark = if trusted { "trusted" } else { "UNTRUSTWORTHY" };
     assert!(row.ends_with(mark), "{row}");
     assert!(text.contains("self-fidelity of pingpong-2pairs"), "{text}");
-    // Each re-run is a bundle: replayed with its own policy, every simulated decision
-    // comes back (per-CPU kernel threads get no selection in either, nor, under the
+    // Each re-run is a bundle: replayed with its own policy, the simulated decisions
+    // come back (per-CPU kernel threads get no selection in either, nor, under the
     // 6.18 trace's EEVDF with DELAY_DEQUEUE, wakeups of delayed tasks: the re-run's
     // select_task_rq_fair probe events say which wakeups selected).
     for p in ["sis_util", "sis_prop"] {
@@ -94,7 +94,10 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
             f["decisions"].as_u64().unwrap(),
         );
         assert!(all > 10_000, "{p}: {all}");
-        assert_eq!(agree, all, "{p}");
+        // All but where two searches overlapped and chose the same CPU (a replay takes
+        // the first choice as queued at once).
+        let collisions = sim["wakeup_collisions_with_warmup"].as_u64().unwrap();
+        assert!(all - agree <= collisions, "{p}: {agree} of {all}, {collisions}");
     }
 }
 

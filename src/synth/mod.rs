@@ -50,7 +50,15 @@ pub enum Start {
         /// Its prev_cpu for the first wakeup.
         cpu: u32,
     },
+    /// Forked by the benchmark's launcher at start-up, one task after another (in task
+    /// order, [`FORK_INTERVAL_NS`] apart), each placed on the idlest CPU as
+    /// sched_balance_fork places it: the start does not decide where tasks settle.
+    Forked,
 }
+
+/// How far apart a benchmark's launcher forks its tasks (ns): a fork and exec of a few
+/// tens of microseconds.
+pub const FORK_INTERVAL_NS: u64 = 20_000;
 
 impl Start {
     /// The CPU it names, if any.
@@ -58,6 +66,7 @@ impl Start {
         match *self {
             Start::Runnable { cpu } => cpu,
             Start::At { cpu, .. } | Start::Asleep { cpu } => Some(cpu),
+            Start::Forked => None,
         }
     }
 }
@@ -87,7 +96,7 @@ impl TaskSpec {
             pid: None,
             steps,
             looping: true,
-            start: Start::Runnable { cpu: None },
+            start: Start::Forked,
             pinned: None,
         }
     }
