@@ -15,6 +15,11 @@
 //! group find_busiest_group finds imbalanced; the policies get their LLC statistics on
 //! replay's schedule.
 //!
+//! A wakeup onto another CPU takes time: the search ends, the wakeup is queued to the
+//! chosen CPU (from then on not idle to other searches), and the waker enqueues it once
+//! it holds that runqueue's lock. Searches that overlap can choose the same idle CPU.
+//! Benchmark tasks are forked one after another onto the idlest CPU.
+//!
 //! For kernels from v6.6 the fair scheduler is EEVDF instead ([`eevdf`]: lag kept across
 //! sleeps and migrations, eligibility, virtual deadlines, RUN_TO_PARITY, and from v6.12
 //! DELAY_DEQUEUE), with the same costs, balancing and placement around it.
