@@ -97,7 +97,10 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
         // All but where two searches overlapped and chose the same CPU (a replay takes
         // the first choice as queued at once).
         let collisions = sim["wakeup_collisions_with_warmup"].as_u64().unwrap();
-        assert!(all - agree <= collisions, "{p}: {agree} of {all}, {collisions}");
+        assert!(
+            all - agree <= collisions,
+            "{p}: {agree} of {all}, {collisions}"
+        );
     }
 }
 
