@@ -82,8 +82,17 @@ pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
         humantime(o.warmup_ns)
     );
     println!(
-        "{:<8} {:>7} {:<12} {:>11} {:>8} {:>8} {:>7} {:>6} {:>7}",
-        "load", "threads", "policy", "units/s", "p50 us", "p99 us", "se_eff%", "scan", "xLLC%"
+        "{:<8} {:>7} {:<12} {:>11} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6}",
+        "load",
+        "threads",
+        "policy",
+        "units/s",
+        "p50 ns",
+        "p99 ns",
+        "se_eff%",
+        "scan",
+        "xLLC%",
+        "busy%"
     );
     for r in &results {
         let s = &r.result;
@@ -91,17 +100,32 @@ pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
         let p = &s.placements;
         let cross = p.cross_llc + p.cross_numa;
         println!(
-            "{:<8} {:>7} {:<12} {:>11.0} {:>8.1} {:>8.1} {:>7.2} {:>6.2} {:>7.2}",
+            "{:<8} {:>7} {:<12} {:>11.0} {:>8} {:>9} {:>7.2} {:>6.2} {:>7.2} {:>6.1}",
             r.step.label,
             r.step.threads,
             s.policy.chars().take(12).collect::<String>(),
             s.throughput_per_s,
-            s.latency.p50 as f64 / 1e3,
-            s.latency.p99 as f64 / 1e3,
+            s.latency.p50,
+            s.latency.p99,
             s.derived.se_eff,
             scan,
-            100.0 * cross as f64 / s.wakeups.max(1) as f64
+            100.0 * cross as f64 / s.wakeups.max(1) as f64,
+            s.busy_pct
         );
+    }
+    let saturated: Vec<String> = (results.iter())
+        .filter(|r| r.result.busy_pct >= SATURATED_PCT)
+        .map(|r| format!("{} {}", r.step.label, r.result.policy))
+        .collect();
+    if !saturated.is_empty() {
+        let text = format!(
+            "Saturated (CPUs busy {SATURATED_PCT:.0} % of the time or more): {}. No idle \
+             time is left to find there: throughput is bounded by CPU time, and a policy \
+             changes it by the time its searches, migrations and runqueue-lock waits take \
+             from the work, and by where tasks pile up when searches collide.",
+            saturated.join(", ")
+        );
+        println!("{}", crate::report::text::fit(&text));
     }
     let written: Vec<String> = results
         .iter()
@@ -112,6 +136,9 @@ pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// A load step whose CPUs are busy this share of the time or more is said to saturate.
+const SATURATED_PCT: f64 = 95.0;
 
 /// 100ms, 2s: a duration as the command line takes it.
 fn humantime(ns: u64) -> String {
