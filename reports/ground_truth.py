@@ -85,7 +85,7 @@ def main():
     w("")
     w(f"1. Agreement with the kernel's own choices (target >= {AGREE_TARGET:.0f} %; ! below)")
     w("")
-    w(f"{'kernel':<32} {'trace':<28} {'model':<12} {'wakeups':>7} {'agree%':>7} {'prev%':>6} {'xLLC rec/pred':>13}")
+    w(f"{'kernel':<32} {'trace':<31} {'model':<12} {'wakeups':>7} {'agree%':>7} {'prev%':>6} {'xLLC rec/pred':>13}")
     for kernel, b, f, _ in rows:
         fid = f["fidelity"]
         n = max(fid["decisions"], 1)
@@ -93,7 +93,7 @@ def main():
         mark = "!" if agree < AGREE_TARGET else " "
         trace = b.name.removeprefix("rig-").removesuffix("-tracefs")
         w(
-            f"{kernel:<32} {trace:<28} {f['as_kernel']:<12} {fid['decisions']:>7} "
+            f"{kernel:<32} {trace:<31} {f['as_kernel']:<12} {fid['decisions']:>7} "
             f"{agree:>6.2f}{mark} {100.0 * fid['always_prev'] / n:>6.2f} "
             f"{fid['recorded_cross_llc']:>6}/{fid['predicted_cross_llc']}"
         )
@@ -102,12 +102,12 @@ def main():
     w(f"   (relative difference; target within {COUNTER_TARGET:.0f} %, ! beyond). The captures read")
     w("   /proc/schedstat while tracing was on, so both sides count the same wakeups.")
     w("")
-    w(f"{'kernel':<32} {'trace':<28} {'search':>8} {'scanned':>8} {'failed':>8} {'scan/search':>11} {'se_eff':>13}")
+    w(f"{'kernel':<32} {'trace':<31} {'search':>8} {'scanned':>8} {'failed':>8} {'scan/search':>11} {'se_eff':>13}")
     for kernel, b, f, modelled in rows:
         measured = f.get("kernel_sis")
         trace = b.name.removeprefix("rig-").removesuffix("-tracefs")
         if not measured:
-            w(f"{kernel:<32} {trace:<28} (no kernel counters in this capture)")
+            w(f"{kernel:<32} {trace:<31} (no kernel counters in this capture)")
             continue
         k, m = measured["counters"], modelled["counters"]
 
@@ -118,7 +118,7 @@ def main():
         ps = rel(per_search(m), per_search(k))
         se_k, se_m = f["kernel_sis_derived"]["se_eff"], modelled["derived"]["se_eff"]
         w(
-            f"{kernel:<32} {trace:<28} {cell('search')} {cell('scanned')} {cell('failed')} "
+            f"{kernel:<32} {trace:<31} {cell('search')} {cell('scanned')} {cell('failed')} "
             f"{ps:>+10.1f}{'!' if abs(ps) > COUNTER_TARGET else ' '} "
             f"{se_k:>5.1f}->{se_m:<5.1f}"
         )
@@ -132,7 +132,7 @@ def main():
         for k, b, _, _ in rows
         if source_of(k)[1] == BASE
     }
-    w(f"{'kernel':<32} {'trace':<28} {'model':<12} " + " ".join(f"{label:>17}" for _, label in METRICS))
+    w(f"{'kernel':<32} {'trace':<31} {'model':<12} " + " ".join(f"{label:>17}" for _, label in METRICS))
     for kernel, b, f, _ in rows:
         source, series = source_of(kernel)
         if series == BASE or not f.get("kernel_sis"):
@@ -142,7 +142,7 @@ def main():
         model = f["as_kernel"]
         if unpatched is None:
             base_dir = "kernel-" + (BASE if source == "6.1" else f"{source}-{BASE}")
-            w(f"{kernel:<32} {trace:<28} {model:<12} (no {base_dir} capture of this topology)")
+            w(f"{kernel:<32} {trace:<31} {model:<12} (no {base_dir} capture of this topology)")
             continue
         predicted = run(binary, "replay", unpatched, "--policy", model, "--json")
         dp = next(x for x in predicted["policies"] if x["policy"] == model)["derived"]
@@ -150,7 +150,7 @@ def main():
         cells = " ".join(
             f"{dk[key]:>5.1f}->{dp[key]:>5.1f} {dp[key] - dk[key]:>+5.1f}" for key, _ in METRICS
         )
-        w(f"{kernel:<32} {trace:<28} {model:<12} {cells}")
+        w(f"{kernel:<32} {trace:<31} {model:<12} {cells}")
     w("")
     (ROOT / "reports" / "ground-truth.txt").write_text("\n".join(out) + "\n")
 
