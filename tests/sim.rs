@@ -267,14 +267,15 @@ fn synth_bundles_replay_to_the_simulated_decisions() {
         assert_eq!(r.as_kernel, policy);
         let f = r.policies[0].fidelity.as_ref().unwrap();
         assert!(f.decisions > 1000, "{policy}: {}", f.decisions);
-        // Every decision comes back but where two searches overlapped in time and chose
-        // the same CPU: the simulator's second search still read it idle, a replay
-        // takes the first choice as queued at once. Each such collision can turn one
-        // decision (the cascades it starts stay within the same count here).
+        // Every decision comes back: a replay queues each remote wakeup to its CPU when
+        // the kernel policy's modelled search ends, as the simulator does, so even where
+        // searches overlapped and chose the same CPU it decides as the simulator did; a
+        // few differ where events share an instant (under 1 % of those collisions).
         let collisions = sim["wakeup_collisions_with_warmup"].as_u64().unwrap();
+        assert!(collisions > 0, "{policy}: no collisions to test");
         let differ = f.decisions - f.agree;
         assert!(
-            differ <= collisions + collisions / 10,
+            differ <= collisions / 100 + 2,
             "{policy}: {differ} decisions differ, {collisions} collisions"
         );
         // The warmup's wakeups are in the bundle too; the measured ones are fewer.

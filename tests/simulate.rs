@@ -94,11 +94,10 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
             f["decisions"].as_u64().unwrap(),
         );
         assert!(all > 10_000, "{p}: {all}");
-        // All but where two searches overlapped and chose the same CPU (a replay takes
-        // the first choice as queued at once).
+        // All but a few where searches overlapped and events share an instant.
         let collisions = sim["wakeup_collisions_with_warmup"].as_u64().unwrap();
         assert!(
-            all - agree <= collisions,
+            all - agree <= collisions / 100 + 2,
             "{p}: {agree} of {all}, {collisions}"
         );
     }

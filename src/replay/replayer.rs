@@ -84,6 +84,9 @@ pub struct Replayer<'o> {
     observers: Vec<&'o mut dyn DecisionObserver>,
     /// The arm whose searches clear the has_idle_cores hint (see Machine::idle_cores).
     hint_arm: usize,
+    /// Remote wakeups decided but not yet queued to their CPU (when, which task, which
+    /// CPU): the search that chose the CPU takes the kernel policy's modelled time.
+    queueing: Vec<(u64, i32, u32)>,
 }
 
 impl<'o> Replayer<'o> {
@@ -142,6 +145,7 @@ impl<'o> Replayer<'o> {
             last_seen: 0,
             observers,
             hint_arm,
+            queueing: Vec::new(),
         })
     }
 
@@ -212,6 +216,7 @@ impl<'o> Replayer<'o> {
             return Ok(false);
         };
         let now = e.ts;
+        self.queue_due_wakeups(&e);
         self.first_seen.get_or_insert(now);
         self.clock.start(now);
         self.last_seen = now;
@@ -373,6 +378,7 @@ impl<'o> Replayer<'o> {
         };
         let probe_ns = selection.and_then(|s| s.duration_ns);
         let mut clears_idle_cores = false;
+        let mut search_ns = 0;
         for (i, a) in self.arms.iter_mut().enumerate() {
             let m = &self.machine;
             let d = select_idle_sibling(
@@ -401,17 +407,45 @@ impl<'o> Replayer<'o> {
                 o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
             }
             clears_idle_cores |= i == self.hint_arm && d.cleared_idle_cores;
+            if i == self.hint_arm {
+                search_ns = d.search_ns;
+            }
         }
         if clears_idle_cores {
             self.machine.clear_idle_cores(wakee.target);
         }
         note_recent_used(&mut self.machine, pid, &wakee);
         if ipi {
-            // Queued to the target by IPI: not idle to others until activated.
-            if let Some(c) = self.machine.cpus.get_mut(out.chosen as usize) {
-                c.pending += 1;
+            // Queued to the target by IPI when the search ends: not idle to others from
+            // then until activated. Searches that overlap this one still read it idle.
+            self.queueing.push((now + search_ns, pid, out.chosen));
+            if search_ns == 0 {
+                self.queue_due_wakeups(e);
             }
         }
         Ok(())
+    }
+
+    /// Marks the CPUs of remote wakeups whose search has ended by `e` as having a wakeup
+    /// queued (ttwu_pending); one whose task `e` activates first was never seen queued.
+    fn queue_due_wakeups(&mut self, e: &Event) {
+        if self.queueing.is_empty() {
+            return;
+        }
+        let activated = match &e.kind {
+            EventKind::Wakeup(w) => Some(w.pid),
+            _ => None,
+        };
+        let machine = &mut self.machine;
+        self.queueing.retain(|&(at, pid, cpu)| {
+            if at <= e.ts {
+                if let Some(c) = machine.cpus.get_mut(cpu as usize) {
+                    c.pending += 1;
+                }
+                false
+            } else {
+                activated != Some(pid)
+            }
+        });
     }
 }
