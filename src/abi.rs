@@ -19,3 +19,12 @@ pub const EXIT_ZOMBIE: i64 = 0x20;
 /// sysctl_sched_migration_cost (ns): a task that ran more recently is cache hot, and an
 /// rq whose avg_idle is below it skips newidle balance. avg_idle starts at twice it.
 pub const MIGRATION_COST_NS: u64 = 500_000;
+
+/// The (major, minor) version of a kernel release as `uname -r` prints it
+/// (`6.1.0-57-amd64` is (6, 1)); None when it does not start with two numbers.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}

@@ -262,15 +262,7 @@ pub fn traced_policy_of(meta: &Meta) -> &'static str {
 
 /// The policy a kernel release runs by default: SIS_UTIL from v6.0, SIS_PROP before.
 pub fn kernel_policy(release: Option<&str>) -> &'static str {
-    let version = release.and_then(|r| {
-        let mut it = r
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|s| !s.is_empty());
-        Some((
-            it.next()?.parse::<u32>().ok()?,
-            it.next()?.parse::<u32>().ok()?,
-        ))
-    });
+    let version = release.and_then(crate::abi::kernel_version);
     match version {
         Some((major, _)) if major >= 6 => "sis_util",
         Some(_) => "sis_prop",

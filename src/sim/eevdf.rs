@@ -38,15 +38,7 @@ impl Scheduler {
     /// The scheduler a kernel release runs: CFS before v6.6, EEVDF from it,
     /// DELAY_DEQUEUE from v6.12; CFS when the release is not known.
     pub fn of_release(release: Option<&str>) -> Scheduler {
-        let version = release.and_then(|r| {
-            let mut it = r
-                .split(|c: char| !c.is_ascii_digit())
-                .filter(|s| !s.is_empty());
-            Some((
-                it.next()?.parse::<u32>().ok()?,
-                it.next()?.parse::<u32>().ok()?,
-            ))
-        });
+        let version = release.and_then(crate::abi::kernel_version);
         match version {
             Some(v) if v >= (6, 12) => Scheduler::EevdfDelayDequeue,
             Some(v) if v >= (6, 6) => Scheduler::Eevdf,
