@@ -1,6 +1,7 @@
 //! Decision replay speed: wakeups/s per policy over the 2-million-event hackbench trace
 //! (target/bench-data, made by the read benchmark's script), against reading alone in
-//! the same run, so the policies' own cost shows as the difference.
+//! the same run, so the policies' own cost shows as the difference; then the speed-up of
+//! time-sliced replay over 1, 2 and 4 threads.
 
 use std::path::Path;
 use std::time::Instant;
@@ -71,28 +72,34 @@ fn main() {
         "state + reading share of one-policy time: {:.0}%",
         100.0 * (one - per_policy) / one
     );
+    // Time slices on 1, 2 and 4 threads (replay::slices), against 1 in this run.
     let open = || -> Result<Box<dyn trace::EventSource>, sisreplay::replay::ReplayError> {
         Ok(trace::open(&p).map_err(|e| std::io::Error::other(e.to_string()))?)
     };
-    let mut best = f64::MAX;
-    for _ in 0..3 {
-        let t = Instant::now();
-        replay_parallel(
-            &open,
-            None,
-            ReplayOptions {
-                policies: all.iter().map(|s| s.parse().unwrap()).collect(),
-                as_kernel: Some(all[0].to_string()),
-                ..Default::default()
-            },
-            2,
-        )
-        .unwrap();
-        best = best.min(t.elapsed().as_secs_f64());
+    let sliced = |jobs: usize| {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            replay_parallel(
+                &open,
+                None,
+                ReplayOptions {
+                    policies: all.iter().map(|s| s.parse().unwrap()).collect(),
+                    as_kernel: Some(all[0].to_string()),
+                    ..Default::default()
+                },
+                jobs,
+            )
+            .unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        best
+    };
+    let one = sliced(1);
+    print!("{} policies in time slices: 1 thread {one:.3} s", all.len());
+    for jobs in [2, 4] {
+        let t = sliced(jobs);
+        print!("; {jobs} threads {t:.3} s ({:.2}x)", one / t);
     }
-    println!(
-        "{} policies on 2 threads: {best:.3} s, speed-up {:.2}x over one pass",
-        all.len(),
-        many / best
-    );
+    println!();
 }

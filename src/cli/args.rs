@@ -170,9 +170,10 @@ pub(super) struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
-    /// Threads to split the policies over (each reads the trace itself)
-    #[arg(short, long, default_value_t = 1)]
-    pub jobs: usize,
+    /// Threads to replay on, each a time slice of the trace when it is long enough
+    /// [default: the CPUs available]
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

@@ -53,10 +53,10 @@ pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
         delayed_dequeue_ns,
         ..ReplayOptions::default()
     };
+    let jobs = jobs.unwrap_or_else(crate::parallel::default_jobs);
     let result = if jobs <= 1 {
         replay::replay(src.as_mut(), meta.as_ref(), opts)
     } else {
-        // Each thread opens the trace itself.
         drop(src);
         let open = || -> Result<Box<dyn crate::trace::EventSource>, replay::ReplayError> {
             Ok(crate::input::open(&input)?.source)

@@ -41,6 +41,16 @@ impl Samples {
         self.syy += y * y;
     }
 
+    /// Adds another set's sums.
+    pub fn merge(&mut self, o: &Samples) {
+        self.n += o.n;
+        self.sx += o.sx;
+        self.sy += o.sy;
+        self.sxx += o.sxx;
+        self.sxy += o.sxy;
+        self.syy += o.syy;
+    }
+
     /// None with fewer than two samples or when every sample probed the same count (the
     /// slope is then undetermined).
     pub fn fit(&self) -> Option<Fit> {

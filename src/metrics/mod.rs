@@ -96,6 +96,16 @@ impl Log2Hist {
         self.buckets[i] += n;
     }
 
+    /// Adds another histogram's samples.
+    pub fn merge(&mut self, o: &Log2Hist) {
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize(o.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+    }
+
     /// bpftrace's label of bucket i.
     pub fn label(i: usize) -> String {
         fn unit(v: u64) -> String {
@@ -163,6 +173,14 @@ impl Placements {
             Distance::CrossLlc => &mut self.cross_llc,
             Distance::CrossNuma => &mut self.cross_numa,
         } += 1;
+    }
+
+    /// Adds another count's placements.
+    pub fn merge(&mut self, o: &Placements) {
+        self.same_cpu += o.same_cpu;
+        self.same_llc += o.same_llc;
+        self.cross_llc += o.cross_llc;
+        self.cross_numa += o.cross_numa;
     }
 }
 
@@ -238,6 +256,10 @@ pub struct Fidelity {
     bucket_ns: u64,
     #[serde(skip)]
     span: Option<(u64, u64)>,
+    /// Each decision's time and agreement, kept instead of the buckets by a replay of a
+    /// later time slice, which does not know the first decision the buckets count from.
+    #[serde(skip)]
+    times: Option<Vec<(u64, bool)>>,
 }
 
 impl Fidelity {
@@ -269,7 +291,44 @@ impl Fidelity {
         self.note_time(d.now_ns, agree);
     }
 
+    /// From now on, keeps each decision's time for [`Fidelity::merge`] instead of
+    /// bucketing it.
+    pub fn keep_times(&mut self) {
+        self.times = Some(Vec::new());
+    }
+
+    /// Adds the counts of a later stretch of the same trace (whose times were kept, see
+    /// [`Fidelity::keep_times`]), as if they had been noted here.
+    pub fn merge(&mut self, later: Fidelity) {
+        self.decisions += later.decisions;
+        self.agree += later.agree;
+        for (into, from) in [
+            (&mut self.by_path, later.by_path),
+            (&mut self.by_affine, later.by_affine),
+        ] {
+            for (k, (n, a)) in from {
+                let e = into.entry(k).or_default();
+                e.0 += n;
+                e.1 += a;
+            }
+        }
+        self.ipi.0 += later.ipi.0;
+        self.ipi.1 += later.ipi.1;
+        self.same_llc_agree += later.same_llc_agree;
+        self.recorded_cross_llc += later.recorded_cross_llc;
+        self.predicted_cross_llc += later.predicted_cross_llc;
+        self.always_prev += later.always_prev;
+        self.always_waker += later.always_waker;
+        for (now, agree) in later.times.unwrap_or_default() {
+            self.note_time(now, agree);
+        }
+    }
+
     fn note_time(&mut self, now: u64, agree: bool) {
+        if let Some(t) = self.times.as_mut() {
+            t.push((now, agree));
+            return;
+        }
         let (t0, _) = *self.span.get_or_insert((now, now));
         self.span = Some((t0, now.max(t0)));
         if self.bucket_ns == 0 {
@@ -477,6 +536,30 @@ impl PolicyMetrics {
                 },
                 topo,
             );
+        }
+    }
+
+    /// Adds the counts of a later stretch of the same trace, all but the windows (see
+    /// replay::slices, which merges those in time order).
+    pub fn merge(&mut self, later: PolicyMetrics) {
+        self.counters.add(&later.counters);
+        for (k, n) in later.paths {
+            *self.paths.entry(k).or_default() += n;
+        }
+        if self.probed.len() < later.probed.len() {
+            self.probed.resize(later.probed.len(), 0);
+        }
+        for (a, b) in self.probed.iter_mut().zip(&later.probed) {
+            *a += b;
+        }
+        self.search_us.merge(&later.search_us);
+        self.search_ns_total += later.search_ns_total;
+        self.placements.merge(&later.placements);
+        self.stacked_with_idle += later.stacked_with_idle;
+        self.remote_rq_locks += later.remote_rq_locks;
+        self.rq_lock_collisions += later.rq_lock_collisions;
+        if let (Some(f), Some(l)) = (self.fidelity.as_mut(), later.fidelity) {
+            f.merge(l);
         }
     }
 

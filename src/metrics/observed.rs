@@ -173,6 +173,46 @@ impl Observed {
         self.search_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 
+    /// Adds what a later stretch of the same trace showed, all but the windows (see
+    /// replay::slices, which merges those in time order) and `never_ran` (the last
+    /// stretch's).
+    pub fn merge(&mut self, later: Observed) {
+        self.wakeups += later.wakeups;
+        self.placements.merge(&later.placements);
+        self.migrations.merge(&later.migrations);
+        self.latency_us.merge(&later.latency_us);
+        self.rewoken += later.rewoken;
+        self.search_latency_us.merge(&later.search_latency_us);
+        self.search_latency_ns.merge(&later.search_latency_ns);
+        self.latencies_ns.extend(later.latencies_ns);
+        self.search_ns.extend(later.search_ns);
+        for (pid, t) in later.by_task {
+            let e = self.by_task.entry(pid).or_insert(TaskLatency {
+                pid,
+                ..TaskLatency::default()
+            });
+            e.wakeups += t.wakeups;
+            e.total_ns += t.total_ns;
+            // The earlier of equal longest waits, as one pass keeps.
+            if t.max_ns > e.max_ns {
+                (e.max_ns, e.max_at_ns) = (t.max_ns, t.max_at_ns);
+            }
+        }
+        // Longest first, the earlier of equal waits first, as one pass keeps them.
+        for w in later.worst {
+            if self.worst.len() < TOP
+                || self
+                    .worst
+                    .last()
+                    .is_some_and(|l| w.latency_ns > l.latency_ns)
+            {
+                let at = self.worst.partition_point(|o| o.latency_ns >= w.latency_ns);
+                self.worst.insert(at, w);
+                self.worst.truncate(TOP);
+            }
+        }
+    }
+
     /// Computes the percentiles once the trace is read, `pending` wakeups never having
     /// run, and regroups the windows into `n`.
     pub fn finish(&mut self, pending: u64, n: usize) {

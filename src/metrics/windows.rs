@@ -57,6 +57,22 @@ impl WindowClock {
         let start_ns = t0 + index as u64 * self.fine_ns;
         (Slot { index, start_ns }, doubled)
     }
+
+    /// The fine window length now (ns).
+    pub fn fine_ns(&self) -> u64 {
+        self.fine_ns
+    }
+
+    /// Doubles the windows until they are `fine_ns` long; returns how many times, as
+    /// [`WindowClock::slot`] does.
+    pub fn widen_to(&mut self, fine_ns: u64) -> u32 {
+        let mut doubled = 0;
+        while self.fine_ns < fine_ns {
+            self.fine_ns *= 2;
+            doubled += 1;
+        }
+        doubled
+    }
 }
 
 /// Window `slot` of a series, created (with its start) if the series is shorter.

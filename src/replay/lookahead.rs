@@ -110,6 +110,11 @@ impl Lookahead {
         None
     }
 
+    /// Trace time of the front event, the next to be taken.
+    pub fn front_ts(&self) -> Option<u64> {
+        self.events.front().map(|e| e.ts)
+    }
+
     /// Takes the front event; the lookups below then look at what follows it.
     pub fn pop(&mut self) -> Option<Event> {
         self.searched.set(1);

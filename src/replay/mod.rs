@@ -11,6 +11,7 @@ pub mod lookahead;
 pub mod observer;
 pub mod replayer;
 pub mod results;
+pub mod slices;
 pub mod text;
 
 use serde::Serialize;
@@ -154,11 +155,9 @@ pub enum ReplayError {
     Machine(String),
 }
 
-/// Replays with the policies split over `jobs` threads, each reading the trace anew
-/// (`open` makes a source) and rebuilding the machine state itself. The state and reading
-/// are most of the cost of one pass, so this pays off only with several policies per
-/// thread; `cargo bench --bench replay` measures it. Decisions files and --explain need
-/// one job.
+/// Replays on `jobs` threads: the trace cut into time slices when it is long enough for
+/// each thread's slice to span [`slices::MIN_WARMUPS_PER_SLICE`] warm-ups, else in one
+/// pass (see [`slices`]). `open` makes the source. --explain needs one pass.
 pub fn replay_parallel(
     open: &(dyn Fn() -> Result<Box<dyn EventSource>, ReplayError> + Sync),
     meta: Option<&Meta>,
@@ -166,64 +165,15 @@ pub fn replay_parallel(
     jobs: usize,
 ) -> Result<ReplayResult, ReplayError> {
     let jobs = jobs.max(1);
-    if jobs == 1 || opts.decisions.is_some() || opts.explain_ts.is_some() {
+    if jobs == 1 || opts.explain_ts.is_some() {
         return replay(open()?.as_mut(), meta, opts);
     }
-    let release = meta.and_then(|m| m.kernel_release.clone());
-    let as_kernel = opts
-        .as_kernel
-        .clone()
-        .unwrap_or_else(|| traced_policy(release.as_deref(), features(meta)).to_string());
-    let mut specs = opts.policies.clone();
-    if !specs.iter().any(|s| s.is(&as_kernel)) {
-        specs.push(PolicySpec::parse(&as_kernel)?);
-    }
-    let n = jobs.min(specs.len());
-    let mut groups: Vec<Vec<PolicySpec>> = vec![Vec::new(); n];
-    for (i, s) in specs.iter().enumerate() {
-        groups[i % n].push(s.clone());
-    }
-    let results: Vec<Result<ReplayResult, ReplayError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|g| {
-                let o = ReplayOptions {
-                    policies: g,
-                    as_kernel: Some(as_kernel.clone()),
-                    add_kernel_policy: false,
-                    decisions: None,
-                    explain_ts: None,
-                    ..opts.clone_settings()
-                };
-                scope.spawn(move || replay(open()?.as_mut(), meta, o))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("replay thread panicked"))
-            .collect()
-    });
-    let mut parts = Vec::new();
-    for r in results {
-        parts.push(r?);
-    }
-    let mut merged = parts.remove(0);
-    for p in parts {
-        merged.policies.extend(p.policies);
-    }
-    let order = |name: &str| {
-        specs
-            .iter()
-            .position(|s| s.as_str() == name)
-            .unwrap_or(usize::MAX)
-    };
-    merged.policies.sort_by_key(|p| order(&p.policy));
-    Ok(merged)
+    slices::replay_sliced(open()?.as_mut(), meta, opts, jobs, slices::WARMUP_NS)
 }
 
 impl ReplayOptions {
     /// The plain settings, without the output sinks.
-    fn clone_settings(&self) -> ReplayOptions {
+    pub(crate) fn clone_settings(&self) -> ReplayOptions {
         ReplayOptions {
             policies: self.policies.clone(),
             time: self.time,
@@ -302,22 +252,7 @@ pub fn replay(
         if src.next_batch(&mut batch, 4096)? == 0 {
             break;
         }
-        // A machine smaller than the trace would replay some CPUs' wakeups wrongly.
-        if let Some(e) = batch.iter().find(|e| e.cpu >= nr_cpus) {
-            return Err(ReplayError::Machine(format!(
-                "{}: an event at {} ns is on CPU {}, but the machine has {} CPUs{}",
-                src.info().format,
-                e.ts,
-                e.cpu,
-                nr_cpus,
-                if meta.is_none() && src.info().nr_cpus.is_none() {
-                    " (the trace does not say how many it had: import it first, \
-                     `sisreplay import`, which counts them)"
-                } else {
-                    ""
-                }
-            )));
-        }
+        check_cpus(&batch, src, meta, nr_cpus)?;
         replayer.push(batch.drain(..))?;
     }
     let mut result = replayer.finish(src.stats().ties)?;
@@ -325,6 +260,31 @@ pub fn replay(
         result.explained = x.explained;
     }
     Ok(result)
+}
+
+/// A machine smaller than the trace would replay some CPUs' wakeups wrongly.
+fn check_cpus(
+    batch: &[crate::trace::Event],
+    src: &dyn EventSource,
+    meta: Option<&Meta>,
+    nr_cpus: u32,
+) -> Result<(), ReplayError> {
+    let Some(e) = batch.iter().find(|e| e.cpu >= nr_cpus) else {
+        return Ok(());
+    };
+    Err(ReplayError::Machine(format!(
+        "{}: an event at {} ns is on CPU {}, but the machine has {} CPUs{}",
+        src.info().format,
+        e.ts,
+        e.cpu,
+        nr_cpus,
+        if meta.is_none() && src.info().nr_cpus.is_none() {
+            " (the trace does not say how many it had: import it first, \
+             `sisreplay import`, which counts them)"
+        } else {
+            ""
+        }
+    )))
 }
 
 /// The machine, the traced kernel and the policies of a replay, from the bundle's

@@ -55,6 +55,16 @@ impl<W: Write> CsvDecisions<W> {
         }
     }
 
+    /// Rows that continue another writer's: no header.
+    pub fn continuing(&mut self) {
+        self.header_written = true;
+    }
+
+    /// The output.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
     fn header(&mut self) -> std::io::Result<()> {
         if !self.header_written {
             writeln!(self.out, "{}", Self::HEADER)?;

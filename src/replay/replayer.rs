@@ -13,9 +13,9 @@ use crate::derived::Latencies;
 use crate::metrics::calibration::Samples;
 use crate::metrics::observed::Observed;
 use crate::metrics::windows::{self, Slot, WindowClock};
-use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs};
+use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs, Window};
 use crate::policy::{Policy, PolicyError, PolicySpec};
-use crate::state::machine::TaskState;
+use crate::state::machine::{Repairs, TaskState};
 use crate::state::{Change, Machine, Topo};
 use crate::trace::causal::TieStats;
 use crate::trace::{Event, EventKind, Wake};
@@ -24,6 +24,7 @@ use crate::wakeup::sis::{select_idle_sibling, TimeModel};
 use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
 /// What a replay is of: the machine, the kernel that was traced, and the policies.
+#[derive(Clone)]
 pub struct Setup {
     /// The replayed machine's CPUs, SMT cores, LLCs and nodes.
     pub topo: Topo,
@@ -50,12 +51,78 @@ struct Arm {
 
 /// Counts of the whole replay, policy-independent.
 #[derive(Default)]
-struct Tally {
+pub(super) struct Tally {
     wakings: u64,
     replayed: u64,
     ipi_wakeups: u64,
     skipped: Skipped,
     probed_selections: u64,
+}
+
+impl Tally {
+    /// Adds a later stretch's counts.
+    pub(super) fn merge(&mut self, o: &Tally) {
+        self.wakings += o.wakings;
+        self.replayed += o.replayed;
+        self.ipi_wakeups += o.ipi_wakeups;
+        self.probed_selections += o.probed_selections;
+        let (a, b) = (&mut self.skipped, &o.skipped);
+        a.on_rq += b.on_rq;
+        a.no_wakeup += b.no_wakeup;
+        a.delayed_dequeue += b.delayed_dequeue;
+        a.no_selection += b.no_selection;
+        a.pinned += b.pinned;
+    }
+}
+
+/// Which stretch of the trace a replay counts, when it replays one time slice of it (see
+/// replay::slices): events before `count_from` only build the state (the warm-up), and
+/// those from `stop_at` on are only looked ahead at.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stretch {
+    /// Counting starts at the first event at or after this time; None: from the start.
+    pub count_from: Option<u64>,
+    /// Events at or after this time are not replayed; None: to the end.
+    pub stop_at: Option<u64>,
+    /// The trace's first event: the origin of the time windows.
+    pub t0: u64,
+}
+
+/// The time windows a slice touched, one entry per fine window and series (each policy,
+/// then the observed), in time order: the time that first touched it, and its counts.
+/// Replaying them in order through one clock gives the windows of one pass.
+#[derive(Debug, Default)]
+pub(super) struct Leaves {
+    /// The fine window being filled: first touch, its slot, and the window length.
+    current: Option<(u64, Slot, u64)>,
+    /// Per series, the filled windows.
+    pub(super) logs: Vec<Vec<(u64, Window)>>,
+}
+
+/// The counts of a replay before they are finished into a [`ReplayResult`]: what the
+/// time slices of a parallel replay give back to be merged.
+pub(super) struct Partial {
+    pub(super) arms: Vec<PolicyMetrics>,
+    pub(super) observed: Observed,
+    pub(super) tally: Tally,
+    pub(super) fit: Samples,
+    pub(super) runqueue_repairs: Repairs,
+    /// Replayed wakeups whose task had not run when the replay stopped.
+    pub(super) pending: u64,
+    pub(super) first_seen: Option<u64>,
+    pub(super) last_seen: u64,
+    pub(super) clock: WindowClock,
+    /// A slice after the first: its windows as [`Leaves`], not yet in `arms` and
+    /// `observed`.
+    pub(super) leaves: Option<Vec<Vec<(u64, Window)>>>,
+    windows: usize,
+    time: TimeModel,
+    lock_hold_ns: u64,
+    kernel_release: Option<String>,
+    as_kernel: String,
+    topology_assumed: bool,
+    nr_cpus: u32,
+    llcs: usize,
 }
 
 /// Replays events pushed one at a time.
@@ -87,6 +154,14 @@ pub struct Replayer<'o> {
     /// Remote wakeups decided but not yet queued to their CPU (when, which task, which
     /// CPU): the search that chose the CPU takes the kernel policy's modelled time.
     queueing: Vec<(u64, i32, u32)>,
+    /// The stretch counted; the whole trace by default.
+    stretch: Stretch,
+    /// False during a slice's warm-up: decisions are taken but not counted or observed.
+    counting: bool,
+    /// The runqueue repairs made before counting started.
+    repairs_before: Repairs,
+    /// A slice after the first: its windows, kept as leaves.
+    leaves: Option<Leaves>,
 }
 
 impl<'o> Replayer<'o> {
@@ -146,7 +221,83 @@ impl<'o> Replayer<'o> {
             observers,
             hint_arm,
             queueing: Vec::new(),
+            stretch: Stretch::default(),
+            counting: true,
+            repairs_before: Repairs::default(),
+            leaves: None,
         })
+    }
+
+    /// Replays one time slice only (see [`Stretch`]). A slice that starts later than the
+    /// trace keeps its windows as leaves and its fidelity's decision times, for merging.
+    pub fn stretch(mut self, stretch: Stretch) -> Self {
+        self.clock.start(stretch.t0);
+        if stretch.count_from.is_some() {
+            self.counting = false;
+            self.leaves = Some(Leaves {
+                current: None,
+                logs: vec![Vec::new(); self.arms.len() + 1],
+            });
+        }
+        self.stretch = stretch;
+        self
+    }
+
+    /// wake_wide's memory of the tasks from before the first event this replay is given
+    /// (see state::flips).
+    pub fn earlier_flips(mut self, flips: HashMap<i32, crate::state::flips::Flips>) -> Self {
+        self.machine.earlier_flips = flips;
+        self
+    }
+
+    /// When each LLC group balances next, from a pass over the events before the first
+    /// this replay is given (see [`Balancer::advance`]).
+    pub fn balance_schedule(mut self, next: &[Option<u64>]) -> Self {
+        self.balancer.set_schedule(next);
+        self
+    }
+
+    /// The warm-up ended: what was counted so far is dropped, the state kept.
+    fn start_counting(&mut self) {
+        for a in self.arms.iter_mut() {
+            let fidelity = a.metrics.fidelity.is_some();
+            a.metrics = PolicyMetrics::new(a.spec.as_str());
+            if fidelity {
+                let mut f = Fidelity::default();
+                f.keep_times();
+                a.metrics.fidelity = Some(f);
+            }
+        }
+        self.observed = Observed::default();
+        self.tally = Tally::default();
+        self.fit = Samples::default();
+        self.repairs_before = self.machine.repairs;
+        if let Some(l) = self.leaves.as_mut() {
+            l.current = None;
+            l.logs.iter_mut().for_each(Vec::clear);
+        }
+        self.counting = true;
+    }
+
+    /// Moves the fine window being filled, in every series, to the leaves.
+    fn flush_leaf(&mut self) {
+        let Some(leaves) = self.leaves.as_mut() else {
+            return;
+        };
+        let Some((first, _, _)) = leaves.current.take() else {
+            return;
+        };
+        let series = self
+            .arms
+            .iter_mut()
+            .map(|a| &mut a.metrics.windows)
+            .chain([&mut self.observed.windows]);
+        for (log, w) in leaves.logs.iter_mut().zip(series) {
+            if let Some(window) = w.pop() {
+                log.push((first, window));
+            }
+            w.clear();
+        }
     }
 
     /// Takes the next events of the trace (time order), and replays those whose horizon
@@ -160,62 +311,67 @@ impl<'o> Replayer<'o> {
             self.lookahead.push(e);
         }
         while self.lookahead.ready() {
-            self.step()?;
+            if !self.step()? {
+                break;
+            }
         }
         Ok(())
     }
 
     /// Replays what is left and returns the result; `ties` is what the source did to put
     /// equal timestamps in causal order, for the fidelity's account of state repairs.
-    pub fn finish(mut self, ties: Option<TieStats>) -> Result<ReplayResult, ReplayError> {
+    pub fn finish(self, ties: Option<TieStats>) -> Result<ReplayResult, ReplayError> {
+        Ok(self.into_partial()?.finish(ties))
+    }
+
+    /// Replays what is left of the stretch and returns its counts, unfinished.
+    pub(super) fn into_partial(mut self) -> Result<Partial, ReplayError> {
         while self.step()? {}
         for o in self.observers.iter_mut() {
             o.finish()?;
         }
-        let repairs = StateRepairs {
-            ties,
-            runqueues: self.machine.repairs,
-        };
-        let first = self.first_seen.unwrap_or(0);
-        self.observed
-            .finish(self.latencies.pending() as u64, self.windows);
-        let mut policies = Vec::with_capacity(self.arms.len());
-        for mut a in self.arms {
-            if let Some(f) = a.metrics.fidelity.as_mut() {
-                f.finish(repairs);
-            }
-            a.metrics.finish(self.windows);
-            policies.push(a.metrics);
-        }
+        self.flush_leaf();
+        let (now, before) = (self.machine.repairs, self.repairs_before);
         let topo = &self.machine.topo;
-        Ok(ReplayResult {
+        Ok(Partial {
+            arms: self.arms.into_iter().map(|a| a.metrics).collect(),
+            observed: self.observed,
+            tally: self.tally,
+            fit: self.fit,
+            runqueue_repairs: Repairs {
+                moved: now.moved - before.moved,
+                dropped_at_idle: now.dropped_at_idle - before.dropped_at_idle,
+            },
+            pending: self.latencies.pending() as u64,
+            first_seen: self.first_seen,
+            last_seen: self.last_seen,
+            clock: self.clock,
+            leaves: self.leaves.map(|l| l.logs),
+            windows: self.windows,
+            time: self.time,
+            lock_hold_ns: self.lock_hold_ns,
             kernel_release: self.setup_release,
             as_kernel: self.as_kernel,
+            topology_assumed: self.topology_assumed,
             nr_cpus: topo.nr_cpus,
             llcs: topo.llc_cpus.len(),
-            topology_assumed: self.topology_assumed,
-            wakings: self.tally.wakings,
-            replayed: self.tally.replayed,
-            ipi_wakeups: self.tally.ipi_wakeups,
-            skipped: self.tally.skipped,
-            time_model: self.time,
-            lock_hold_ns: self.lock_hold_ns,
-            first_ts_ns: first,
-            duration_ns: self.last_seen.saturating_sub(first),
-            policies,
-            observed: self.observed,
-            explained: Vec::new(),
-            probed_selections: self.tally.probed_selections,
-            search_fit: self.fit.fit(),
         })
     }
 
-    /// Replays the front event; false when there is none.
+    /// Replays the front event; false when there is none, or it is past the stretch.
     fn step(&mut self) -> Result<bool, ReplayError> {
+        if let (Some(stop), Some(ts)) = (self.stretch.stop_at, self.lookahead.front_ts()) {
+            if ts >= stop {
+                return Ok(false);
+            }
+        }
         let Some(e) = self.lookahead.pop() else {
             return Ok(false);
         };
         let now = e.ts;
+        if !self.counting && self.stretch.count_from.is_some_and(|c| now >= c) {
+            self.start_counting();
+        }
         self.queue_due_wakeups(&e);
         self.first_seen.get_or_insert(now);
         self.clock.start(now);
@@ -257,6 +413,21 @@ impl<'o> Replayer<'o> {
     /// The fine window of `now`, every series halved if the windows had to double.
     fn slot(&mut self, now: u64) -> Slot {
         let (slot, doubled) = self.clock.slot(now);
+        if self.leaves.is_some() {
+            // A slice's series hold the one fine window being filled, at index 0.
+            let key = (slot, self.clock.fine_ns());
+            let current = self.leaves.as_ref().and_then(|l| l.current);
+            if current.map(|(_, s, f)| (s, f)) != Some(key) {
+                self.flush_leaf();
+                if let Some(l) = self.leaves.as_mut() {
+                    l.current = Some((now, slot, key.1));
+                }
+            }
+            return Slot {
+                index: 0,
+                start_ns: slot.start_ns,
+            };
+        }
         for _ in 0..doubled {
             for a in self.arms.iter_mut() {
                 windows::halve(&mut a.metrics.windows);
@@ -403,8 +574,10 @@ impl<'o> Replayer<'o> {
                 self.fit.add(d.probed, ns);
             }
             a.metrics.record(&replayed, &d, &m.topo, fx);
-            for o in self.observers.iter_mut() {
-                o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
+            if self.counting {
+                for o in self.observers.iter_mut() {
+                    o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
+                }
             }
             clears_idle_cores |= i == self.hint_arm && d.cleared_idle_cores;
             if i == self.hint_arm {
@@ -447,5 +620,45 @@ impl<'o> Replayer<'o> {
                 activated != Some(pid)
             }
         });
+    }
+}
+
+impl Partial {
+    /// The result: derived figures computed and the windows regrouped.
+    pub(super) fn finish(mut self, ties: Option<TieStats>) -> ReplayResult {
+        let repairs = StateRepairs {
+            ties,
+            runqueues: self.runqueue_repairs,
+        };
+        let first = self.first_seen.unwrap_or(0);
+        self.observed.finish(self.pending, self.windows);
+        let mut policies = Vec::with_capacity(self.arms.len());
+        for mut a in self.arms {
+            if let Some(f) = a.fidelity.as_mut() {
+                f.finish(repairs);
+            }
+            a.finish(self.windows);
+            policies.push(a);
+        }
+        ReplayResult {
+            kernel_release: self.kernel_release,
+            as_kernel: self.as_kernel,
+            nr_cpus: self.nr_cpus,
+            llcs: self.llcs,
+            topology_assumed: self.topology_assumed,
+            wakings: self.tally.wakings,
+            replayed: self.tally.replayed,
+            ipi_wakeups: self.tally.ipi_wakeups,
+            skipped: self.tally.skipped,
+            time_model: self.time,
+            lock_hold_ns: self.lock_hold_ns,
+            first_ts_ns: first,
+            duration_ns: self.last_seen.saturating_sub(first),
+            policies,
+            observed: self.observed,
+            explained: Vec::new(),
+            probed_selections: self.tally.probed_selections,
+            search_fit: self.fit.fit(),
+        }
     }
 }

@@ -239,6 +239,9 @@ pub struct Machine {
     /// only by a search that looked for an idle core and found none, so it can stay set
     /// after the cores have filled. None until first set or cleared: the truth is used.
     pub idle_cores: BTreeMap<u32, bool>,
+    /// wake_wide's memory of tasks not seen yet, from before the events applied (see
+    /// state::flips): a task takes its own when first seen.
+    pub earlier_flips: HashMap<i32, super::flips::Flips>,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -278,6 +281,7 @@ impl Machine {
             tasks: HashMap::default(),
             repairs: Repairs::default(),
             idle_cores: BTreeMap::new(),
+            earlier_flips: HashMap::new(),
         }
     }
 
@@ -321,10 +325,15 @@ impl Machine {
 
     /// The task `pid`, created at `now` on first sight; a non-empty `comm` renames it.
     pub fn task(&mut self, pid: i32, comm: Comm, now: u64) -> &mut TaskState {
-        let t = self
-            .tasks
-            .entry(pid)
-            .or_insert_with(|| TaskState::new(comm, now));
+        let earlier = &mut self.earlier_flips;
+        let t = self.tasks.entry(pid).or_insert_with(|| {
+            let mut t = TaskState::new(comm, now);
+            if let Some(f) = earlier.remove(&pid) {
+                (t.wakee_flips, t.wakee_flip_decay_ts, t.last_wakee) =
+                    (f.flips, f.decay_ts, f.last_wakee);
+            }
+            t
+        });
         if t.comm != comm && comm != Comm::default() {
             t.comm = comm;
         }

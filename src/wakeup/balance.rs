@@ -98,6 +98,47 @@ impl Balancer {
         now >= self.earliest
     }
 
+    /// When each group balances next: what a replay starting partway through the trace
+    /// takes over (see [`Balancer::set_schedule`]).
+    pub fn schedule(&self) -> Vec<Option<u64>> {
+        self.groups.iter().map(|g| g.next).collect()
+    }
+
+    /// Takes over a schedule another balancer kept over the events before these.
+    pub fn set_schedule(&mut self, next: &[Option<u64>]) {
+        for (g, n) in self.groups.iter_mut().zip(next) {
+            g.next = *n;
+        }
+        self.earliest = self.groups.iter().filter_map(|g| g.next).min().unwrap_or(0);
+    }
+
+    /// Keeps the schedule alone, as [`Balancer::tick`] moves it, with `is_idle` telling
+    /// which CPUs are idle: a cheap pass that only follows when the balances come.
+    pub fn advance(&mut self, now: u64, is_idle: impl Fn(u32) -> bool) {
+        if !self.due(now) {
+            return;
+        }
+        for gi in 0..self.groups.len() {
+            let weight = self.llcs[self.groups[gi].llc].1.len() as u64;
+            let interval = weight * 1_000_000;
+            let g = &mut self.groups[gi];
+            let due = *g
+                .next
+                .get_or_insert(now + interval + BUSY_FACTOR * interval * g.index / g.of.max(1));
+            if now < due {
+                continue;
+            }
+            let busy = !g.cpus.iter().any(|&c| is_idle(c));
+            g.next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
+        }
+        self.earliest = self
+            .groups
+            .iter()
+            .filter_map(|g| g.next)
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
     /// Runs every balance due at `now`, telling each policy.
     pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
         for gi in 0..self.groups.len() {

@@ -1,0 +1,150 @@
+//! wake_wide's memory of every task (wakee_flips, wakee_flip_decay_ts, last_wakee) kept
+//! over a stretch of trace without the rest of the machine state, for a replay that
+//! starts partway through (a time slice, see replay::slices). The flips halve once a
+//! second per task, at a time that depends on when the task was first seen: a warm-up of
+//! a fraction of a second rebuilds neither the counts nor the phase of their halving,
+//! while this pass over everything before costs a hash lookup per event.
+//!
+//! It follows Machine's rules: a task is first seen at the events that create it there
+//! (sched_switch, sched_wakeup, sched_migrate_task, fork), a fork copies the parent's
+//! memory, an exit forgets the last wakee, and record_wakee runs for each sched_waking
+//! the replay would select a CPU for: in a trace with selection probes, those a
+//! select_task_rq_fair entry follows on the waking's CPU; without, those of a wakee
+//! neither running nor queued, nor a per-CPU kernel thread.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use crate::abi::PREEMPTED;
+use crate::state::machine::TaskState;
+use crate::trace::{Event, EventKind};
+
+/// One task's wake_wide memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flips {
+    /// p->wakee_flips.
+    pub flips: u32,
+    /// p->wakee_flip_decay_ts (ns).
+    pub decay_ts: u64,
+    /// p->last_wakee.
+    pub last_wakee: i32,
+}
+
+/// Every task's wake_wide memory, and whether it is runnable, from the events so far.
+#[derive(Debug, Clone, Default)]
+pub struct FlipsPass {
+    tasks: HashMap<i32, (Flips, bool), BuildHasherDefault<ahash::AHasher>>,
+    /// The trace carries selection probes.
+    probes: bool,
+    /// Per CPU, with probes: the last sched_waking (waker, wakee, time) while no entry
+    /// probe or other event of that CPU has told whether it selected.
+    waiting: HashMap<u32, (i32, i32, u64), BuildHasherDefault<ahash::AHasher>>,
+}
+
+impl FlipsPass {
+    /// A pass over a trace known to carry selection probes, or not (then they are
+    /// taken into account from the first one seen).
+    pub fn new(probes: bool) -> FlipsPass {
+        FlipsPass {
+            probes,
+            ..FlipsPass::default()
+        }
+    }
+
+    /// Takes the next event of the trace.
+    pub fn apply(&mut self, e: &Event) {
+        let now = e.ts;
+        if matches!(e.kind, EventKind::SelectEnter { .. }) {
+            self.probes = true;
+            if let Some((waker, wakee, at)) = self.waiting.remove(&e.cpu) {
+                self.record_wakee(waker, wakee, at);
+            }
+            return;
+        }
+        if matches!(e.kind, EventKind::Switch { .. } | EventKind::Waking(_)) {
+            // This CPU's last waking selected nothing.
+            self.waiting.remove(&e.cpu);
+        }
+        match &e.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+                ..
+            } => {
+                let still_queued = *prev_state == 0 || *prev_state & PREEMPTED != 0;
+                if *prev_pid != 0 {
+                    self.task(*prev_pid, now).1 = still_queued;
+                }
+                if *next_pid != 0 {
+                    self.task(*next_pid, now).1 = true;
+                }
+            }
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => self.task(w.pid, now).1 = true,
+            EventKind::Migrate { pid, .. } => {
+                self.task(*pid, now);
+            }
+            EventKind::Fork {
+                parent_pid,
+                child_pid,
+                ..
+            } => {
+                let inherited = self.tasks.get(parent_pid).map(|p| p.0);
+                let child = self.task(*child_pid, now);
+                if let Some(f) = inherited {
+                    child.0 = f;
+                }
+            }
+            EventKind::Exit { pid, .. } => {
+                if let Some(t) = self.tasks.get_mut(pid) {
+                    t.0.last_wakee = 0;
+                }
+            }
+            EventKind::Waking(w) if self.probes => {
+                self.waiting.insert(e.cpu, (e.common_pid, w.pid, now));
+            }
+            EventKind::Waking(w) => {
+                let queued = self.tasks.get(&w.pid).is_some_and(|t| t.1);
+                let pinned = TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
+                if !queued && !pinned {
+                    self.record_wakee(e.common_pid, w.pid, now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Each task's memory.
+    pub fn flips(&self) -> HashMap<i32, Flips> {
+        self.tasks.iter().map(|(&pid, t)| (pid, t.0)).collect()
+    }
+
+    fn task(&mut self, pid: i32, now: u64) -> &mut (Flips, bool) {
+        self.tasks.entry(pid).or_insert((
+            Flips {
+                flips: 0,
+                decay_ts: now,
+                last_wakee: 0,
+            },
+            false,
+        ))
+    }
+
+    /// Machine::record_wakee's rule.
+    fn record_wakee(&mut self, waker: i32, wakee: i32, now: u64) {
+        if waker == 0 {
+            return;
+        }
+        let Some((w, _)) = self.tasks.get_mut(&waker) else {
+            return;
+        };
+        if now.saturating_sub(w.decay_ts) > 1_000_000_000 {
+            w.flips >>= 1;
+            w.decay_ts = now;
+        }
+        if w.last_wakee != wakee {
+            w.last_wakee = wakee;
+            w.flips += 1;
+        }
+    }
+}
