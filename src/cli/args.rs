@@ -170,8 +170,9 @@ pub(super) struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
-    /// Threads to replay on, each a time slice of the trace when it is long enough
-    /// [default: the CPUs available]
+    /// Threads to replay on, each a time slice of the trace when it is long enough (a
+    /// few % of the decisions of a loaded trace then differ from one pass's)
+    /// [default: 1, one exact pass]
     #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Print the result as JSON instead of a table

@@ -53,7 +53,9 @@ pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
         delayed_dequeue_ns,
         ..ReplayOptions::default()
     };
-    let jobs = jobs.unwrap_or_else(crate::parallel::default_jobs);
+    // One exact pass unless slices are asked for: they change a few % of a loaded
+    // trace's decisions, and every other command builds on these results.
+    let jobs = jobs.unwrap_or(1);
     let result = if jobs <= 1 {
         replay::replay(src.as_mut(), meta.as_ref(), opts)
     } else {
