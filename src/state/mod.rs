@@ -1,5 +1,6 @@
 //! Machine state reconstructed from the event stream, independent of any policy.
 
+pub mod bitset;
 pub mod flips;
 pub mod machine;
 pub mod pelt;
