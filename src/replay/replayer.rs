@@ -612,9 +612,7 @@ impl<'o> Replayer<'o> {
         let machine = &mut self.machine;
         self.queueing.retain(|&(at, pid, cpu)| {
             if at <= e.ts {
-                if let Some(c) = machine.cpus.get_mut(cpu as usize) {
-                    c.pending += 1;
-                }
+                machine.add_pending_wakeup(cpu);
                 false
             } else {
                 activated != Some(pid)

@@ -2,6 +2,7 @@
 
 pub mod bitset;
 pub mod flips;
+pub mod llc_idle;
 pub mod machine;
 pub mod pelt;
 
