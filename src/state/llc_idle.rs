@@ -130,11 +130,15 @@ impl LlcIdle {
         }
     }
 
-    /// The mirrored idle_cpu() of a CPU of the topology.
+    /// The mirrored idle_cpu() of a CPU of the topology; false beyond it.
     pub fn is_idle(&self, cpu: u32) -> bool {
-        self.slot
-            .get(cpu as usize)
-            .is_some_and(|&(li, pos)| self.llcs[li as usize].idle.contains(pos as usize))
+        self.idle_of(cpu).unwrap_or(false)
+    }
+
+    /// The mirrored idle_cpu() of a CPU of the topology; None beyond it.
+    pub fn idle_of(&self, cpu: u32) -> Option<bool> {
+        let &(li, pos) = self.slot.get(cpu as usize)?;
+        Some(self.llcs[li as usize].idle.contains(pos as usize))
     }
 
     /// `cpu` is idle or not now: its bit, and the core bits of the CPUs whose SMT list

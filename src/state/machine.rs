@@ -321,12 +321,12 @@ impl Machine {
     /// The LLC bitsets say what the runqueues say.
     #[cfg(test)]
     pub(crate) fn llc_idle_agrees(&self) -> bool {
-        self.llc_idle.agrees(&self.topo, |c| self.is_idle(c))
+        self.llc_idle.agrees(&self.topo, |c| self.runqueue_idle(c))
     }
 
     /// Brings `cpu`'s bits in the LLC bitsets to its idle_cpu() now.
     fn note_idleness(&mut self, cpu: u32) {
-        let idle = self.is_idle(cpu);
+        let idle = self.runqueue_idle(cpu);
         self.llc_idle.set_idle(&self.topo, cpu, idle);
     }
 
@@ -369,8 +369,16 @@ impl Machine {
         t
     }
 
-    /// idle_cpu(): running the idle task, nothing queued, no wakeup pending.
+    /// idle_cpu(): running the idle task, nothing queued, no wakeup pending. Read from
+    /// the LLC bitsets for the topology's CPUs (a bit, not a runqueue, per look).
     pub fn is_idle(&self, cpu: u32) -> bool {
+        self.llc_idle
+            .idle_of(cpu)
+            .unwrap_or_else(|| self.runqueue_idle(cpu))
+    }
+
+    /// idle_cpu() from the runqueue itself.
+    pub(crate) fn runqueue_idle(&self, cpu: u32) -> bool {
         self.cpus
             .get(cpu as usize)
             .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)

@@ -531,7 +531,7 @@ mod tests {
             if s.explain {
                 seen.push(c);
             }
-            if m.is_idle(c) {
+            if m.runqueue_idle(c) {
                 let cap = s.capload(c);
                 if s.policy.accepts(c, cap) {
                     found = Some(c);
