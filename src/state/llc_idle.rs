@@ -130,6 +130,11 @@ impl LlcIdle {
         }
     }
 
+    /// Where a CPU of the topology sits in its LLC's span; None beyond the topology.
+    pub fn position(&self, cpu: u32) -> Option<usize> {
+        self.slot.get(cpu as usize).map(|&(_, pos)| pos as usize)
+    }
+
     /// The mirrored idle_cpu() of a CPU of the topology; false beyond it.
     pub fn is_idle(&self, cpu: u32) -> bool {
         self.idle_of(cpu).unwrap_or(false)

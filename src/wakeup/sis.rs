@@ -446,9 +446,14 @@ pub fn select_idle_sibling(
     };
     let budget = s.policy.budget(&ctx);
     // Scan order: for_each_cpu_wrap from target + 1; target itself comes last.
-    let start = match span.partition_point(|&c| c <= target) {
-        i if i == span.len() => 0,
-        i => i,
+    let after_target = match m.llc_idle().position(target) {
+        Some(pos) => pos + 1,
+        None => span.partition_point(|&c| c <= target),
+    };
+    let start = if after_target == span.len() {
+        0
+    } else {
+        after_target
     };
     let masks = m.llc_idle().of(topo, target);
     let scans = budget != Budget::Cpus(0);
@@ -666,6 +671,9 @@ mod tests {
                         i if i == span.len() => 0,
                         i => i,
                     };
+                    // select_idle_sibling finds the start from target's position.
+                    let pos = m.llc_idle().position(target);
+                    assert_eq!(pos.map(|p| (p + 1) % span.len()), Some(start));
                     let order = || span[start..].iter().chain(&span[..start]).copied();
                     let masks = m.llc_idle().of(&m.topo, target);
                     let budget = match rng.u32(0..3) {
