@@ -1,7 +1,9 @@
 //! select_idle_sibling (v5.18–v6.6 order, no clusters), shared by every policy: target,
 //! prev, per-CPU kthread stacking, recent_used_cpu, SMT siblings of prev, then
 //! select_idle_cpu over target's LLC under the policy's budget. Counts Mel Gorman's SIS
-//! statistics (July 2021 definitions) and the runqueues probed.
+//! statistics (July 2021 definitions) and the runqueues probed. The scans walk the LLC's
+//! idle bitsets (`state::llc_idle`) rather than each runqueue, and count the runqueues
+//! the kernel's walk would have probed on the way.
 
 use serde::{Deserialize, Serialize};
 
