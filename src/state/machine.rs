@@ -372,9 +372,13 @@ impl Machine {
     /// idle_cpu(): running the idle task, nothing queued, no wakeup pending. Read from
     /// the LLC bitsets for the topology's CPUs (a bit, not a runqueue, per look).
     pub fn is_idle(&self, cpu: u32) -> bool {
-        self.llc_idle
-            .idle_of(cpu)
-            .unwrap_or_else(|| self.runqueue_idle(cpu))
+        let idle = self.llc_idle.idle_of(cpu);
+        // A runqueue changed without going through the Machine would leave them behind.
+        debug_assert!(
+            idle.is_none_or(|i| i == self.runqueue_idle(cpu)),
+            "CPU {cpu}'s idleness changed behind the LLC bitsets"
+        );
+        idle.unwrap_or_else(|| self.runqueue_idle(cpu))
     }
 
     /// idle_cpu() from the runqueue itself.
