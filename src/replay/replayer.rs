@@ -528,7 +528,7 @@ impl<'o> Replayer<'o> {
         let ipi = out.recorded_on != waker_cpu;
         self.tally.ipi_wakeups += ipi as u64;
         let m = &self.machine;
-        let span_idle = m.topo.llc_span(wakee.target).iter().any(|&c| m.is_idle(c));
+        let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
         let slot = self.slot(now);
         let topo = &self.machine.topo;
         self.observed.note_wakeup(topo, prev, out.chosen, slot);
@@ -612,9 +612,7 @@ impl<'o> Replayer<'o> {
         let machine = &mut self.machine;
         self.queueing.retain(|&(at, pid, cpu)| {
             if at <= e.ts {
-                if let Some(c) = machine.cpus.get_mut(cpu as usize) {
-                    c.pending += 1;
-                }
+                machine.add_pending_wakeup(cpu);
                 false
             } else {
                 activated != Some(pid)

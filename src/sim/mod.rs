@@ -1271,9 +1271,7 @@ impl Sim {
     /// others until the wakee is activated there.
     fn queued(&mut self, dest: u32) {
         self.in_flight[dest as usize] -= 1;
-        if let Some(c) = self.m.cpus.get_mut(dest as usize) {
-            c.pending += 1;
-        }
+        self.m.add_pending_wakeup(dest);
     }
 
     /// The enqueue of a remote wakeup: sched_wakeup on the chosen CPU (as ttwu's

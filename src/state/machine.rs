@@ -16,6 +16,7 @@ use crate::topology::Topology;
 use crate::trace::event::Wake;
 use crate::trace::{Comm, Event, EventKind};
 
+use super::llc_idle::LlcIdle;
 use super::pelt::{Avg, Removed};
 use crate::abi::{MIGRATION_COST_NS, PREEMPTED};
 
@@ -242,6 +243,10 @@ pub struct Machine {
     /// wake_wide's memory of tasks not seen yet, from before the events applied (see
     /// state::flips): a task takes its own when first seen.
     pub earlier_flips: HashMap<i32, super::flips::Flips>,
+    /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
+    /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
+    /// runqueue or pending wakeups, so that change goes through this type.
+    llc_idle: LlcIdle,
 }
 
 /// What applying an event changed that policies want to hear about.
@@ -277,6 +282,7 @@ impl Machine {
         };
         Machine {
             cpus: vec![cpu; topo.nr_cpus as usize],
+            llc_idle: LlcIdle::new(&topo),
             topo,
             tasks: HashMap::default(),
             repairs: Repairs::default(),
@@ -294,11 +300,34 @@ impl Machine {
         }
         match self.idle_cores.get(&topo.llc(cpu)) {
             Some(&hint) => hint,
-            None => topo
-                .llc_span(cpu)
-                .iter()
-                .any(|&c| topo.smt[c as usize].iter().all(|&s| self.is_idle(s))),
+            None => self.llc_idle.of(topo, cpu).core_idle.any(),
         }
+    }
+
+    /// Each LLC's idle CPUs and idle cores as bitsets.
+    pub fn llc_idle(&self) -> &LlcIdle {
+        &self.llc_idle
+    }
+
+    /// A wakeup queued to `cpu` by IPI (ttwu_pending): it is not idle to others until
+    /// the wakeup activates the task.
+    pub fn add_pending_wakeup(&mut self, cpu: u32) {
+        if let Some(c) = self.cpus.get_mut(cpu as usize) {
+            c.pending += 1;
+            self.note_idleness(cpu);
+        }
+    }
+
+    /// The LLC bitsets say what the runqueues say.
+    #[cfg(test)]
+    pub(crate) fn llc_idle_agrees(&self) -> bool {
+        self.llc_idle.agrees(&self.topo, |c| self.runqueue_idle(c))
+    }
+
+    /// Brings `cpu`'s bits in the LLC bitsets to its idle_cpu() now.
+    fn note_idleness(&mut self, cpu: u32) {
+        let idle = self.runqueue_idle(cpu);
+        self.llc_idle.set_idle(&self.topo, cpu, idle);
     }
 
     /// set_idle_cores(cpu, false): a search for an idle core in `cpu`'s LLC found none.
@@ -340,8 +369,20 @@ impl Machine {
         t
     }
 
-    /// idle_cpu(): running the idle task, nothing queued, no wakeup pending.
+    /// idle_cpu(): running the idle task, nothing queued, no wakeup pending. Read from
+    /// the LLC bitsets for the topology's CPUs (a bit, not a runqueue, per look).
     pub fn is_idle(&self, cpu: u32) -> bool {
+        let idle = self.llc_idle.idle_of(cpu);
+        // A runqueue changed without going through the Machine would leave them behind.
+        debug_assert!(
+            idle.is_none_or(|i| i == self.runqueue_idle(cpu)),
+            "CPU {cpu}'s idleness changed behind the LLC bitsets"
+        );
+        idle.unwrap_or_else(|| self.runqueue_idle(cpu))
+    }
+
+    /// idle_cpu() from the runqueue itself.
+    pub(crate) fn runqueue_idle(&self, cpu: u32) -> bool {
         self.cpus
             .get(cpu as usize)
             .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)
@@ -426,10 +467,13 @@ impl Machine {
                     o.queued.retain(|&p| p != pid);
                 }
                 self.cpus[cpu as usize].queued.push(pid);
+                self.note_idleness(other);
+                self.note_idleness(cpu);
                 true
             }
             None => {
                 self.cpus[cpu as usize].queued.push(pid);
+                self.note_idleness(cpu);
                 false
             }
         }
@@ -441,6 +485,7 @@ impl Machine {
         if let Some(cs) = self.cpus.get_mut(c as usize) {
             cs.queued.retain(|&p| p != pid);
         }
+        self.note_idleness(c);
         Some(c)
     }
 
@@ -649,6 +694,7 @@ impl Machine {
         }
         self.cpus[cpu as usize].curr = pid;
         self.cpus[cpu as usize].curr_prio = prio;
+        self.note_idleness(cpu);
         if pid == 0 {
             self.update_idle_core(cpu);
         }
@@ -710,6 +756,7 @@ impl Machine {
         self.enqueue(w.pid, target);
         let cs = &mut self.cpus[target as usize];
         cs.pending = cs.pending.saturating_sub(1);
+        self.note_idleness(target);
         self.end_idle(target, now)
     }
 
@@ -867,6 +914,39 @@ mod tests {
         assert!(m.has_idle_cores(1));
         m.clear_idle_cores(1);
         assert!(!m.has_idle_cores(2));
+    }
+
+    /// The LLC bitsets follow every change of idleness the events make: a task
+    /// starting, queued behind another, moved to another CPU's runqueue, blocking; a
+    /// wakeup pending by IPI and its activation; a CPU idling with tasks still held.
+    #[test]
+    fn the_llc_bitsets_follow_the_runqueues() {
+        let mut m = smt_machine();
+        assert!(m.llc_idle_agrees());
+        // An event, or None for a wakeup pending by IPI on CPU 2.
+        let steps = [
+            Some(switch(1, 0, 0, 0, 10)),
+            Some(wakeup(2, 0, 10, 11, 1)),
+            Some(wakeup(3, 0, 10, 12, 0)),
+            None,
+            Some(wakeup(4, 0, 10, 13, 2)),
+            // 12, queued on 0, is woken onto 3: it leaves 0's runqueue.
+            Some(wakeup(5, 0, 10, 12, 3)),
+            Some(switch(6, 1, 0, 0, 0)),
+            Some(switch(7, 0, 10, 1, 0)),
+            Some(switch(8, 2, 0, 0, 13)),
+            Some(switch(9, 2, 13, 1, 0)),
+        ];
+        for (i, step) in steps.iter().enumerate() {
+            match step {
+                Some(e) => {
+                    m.apply(e);
+                }
+                None => m.add_pending_wakeup(2),
+            }
+            assert!(m.llc_idle_agrees(), "after step {i}");
+        }
+        assert_eq!((0..4).filter(|&c| m.is_idle(c)).count(), 3);
     }
 
     /// CPU 1 runs task 1 and never idles. Task 2 is woken onto CPU 1 and queued there;

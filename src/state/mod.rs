@@ -1,6 +1,8 @@
 //! Machine state reconstructed from the event stream, independent of any policy.
 
+pub mod bitset;
 pub mod flips;
+pub mod llc_idle;
 pub mod machine;
 pub mod pelt;
 
