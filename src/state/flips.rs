@@ -138,13 +138,6 @@ impl FlipsPass {
         let Some((w, _)) = self.tasks.get_mut(&waker) else {
             return;
         };
-        if now.saturating_sub(w.decay_ts) > 1_000_000_000 {
-            w.flips >>= 1;
-            w.decay_ts = now;
-        }
-        if w.last_wakee != wakee {
-            w.last_wakee = wakee;
-            w.flips += 1;
-        }
+        super::machine::flip(&mut w.flips, &mut w.decay_ts, &mut w.last_wakee, wakee, now);
     }
 }

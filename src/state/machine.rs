@@ -859,14 +859,32 @@ impl Machine {
         let Some(w) = self.tasks.get_mut(&waker) else {
             return;
         };
-        if now.saturating_sub(w.wakee_flip_decay_ts) > 1_000_000_000 {
-            w.wakee_flips >>= 1;
-            w.wakee_flip_decay_ts = now;
-        }
-        if w.last_wakee != wakee {
-            w.last_wakee = wakee;
-            w.wakee_flips += 1;
-        }
+        flip(
+            &mut w.wakee_flips,
+            &mut w.wakee_flip_decay_ts,
+            &mut w.last_wakee,
+            wakee,
+            now,
+        );
+    }
+}
+
+/// record_wakee on a waker's flip count: halved once a second has passed since the last
+/// halving, counted up when it wakes another task than last time.
+pub(crate) fn flip(
+    flips: &mut u32,
+    decay_ts: &mut u64,
+    last_wakee: &mut i32,
+    wakee: i32,
+    now: u64,
+) {
+    if now.saturating_sub(*decay_ts) > 1_000_000_000 {
+        *flips >>= 1;
+        *decay_ts = now;
+    }
+    if *last_wakee != wakee {
+        *last_wakee = wakee;
+        *flips += 1;
     }
 }
 
