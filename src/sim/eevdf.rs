@@ -131,13 +131,11 @@ pub fn pick(queued: &[Entity], protected: Option<usize>) -> Option<usize> {
 /// The simulator's EEVDF: the runqueue operations that differ from CFS's.
 impl Sim {
     /// The sum and count of the vruntimes queued on `cpu` (delayed tasks included),
-    /// with the running task's brought up to `curr_until` (None: without it).
-    pub(super) fn queued_sum(&self, cpu: u32, curr_until: Option<u64>) -> (u128, u128) {
+    /// with `running`, the running task's vruntime as counted (None: without it).
+    pub(super) fn queued_sum(&self, cpu: u32, running: Option<u64>) -> (u128, u128) {
         let c = &self.cpus[cpu as usize];
-        let curr = (c.curr)
-            .zip(curr_until)
-            .map(|(t, until)| self.tasks[t].vruntime + until.saturating_sub(c.started));
-        curr.into_iter()
+        running
+            .into_iter()
             .chain(c.rq.iter().map(|&t| self.tasks[t].vruntime))
             .fold((0, 0), |(s, n), v| (s + u128::from(v), n + 1))
     }
@@ -232,7 +230,7 @@ impl Sim {
             return true;
         };
         let task = &self.tasks[curr];
-        let v = task.vruntime + now.saturating_sub(c.started);
+        let v = self.running_vruntime(cpu, now).expect("a running task");
         let (deadline, protected) = if v >= task.deadline {
             (v + self.tun.base_slice, false)
         } else {
@@ -250,7 +248,7 @@ impl Sim {
     /// dequeue_entity for the running `t` of `cpu` going to sleep: it keeps its lag;
     /// under DELAY_DEQUEUE, if not eligible, it stays queued (delayed).
     pub(super) fn dequeue_sleeper(&mut self, cpu: u32, t: usize, now: u64) {
-        let (sum, n) = self.queued_sum(cpu, Some(now));
+        let (sum, n) = self.queued_sum(cpu, self.running_vruntime(cpu, now));
         let avg = self.avg_of(cpu, sum, n);
         let v = self.tasks[t].vruntime + now.saturating_sub(self.cpus[cpu as usize].started);
         self.tasks[t].vlag = lag(avg, v, self.tun.base_slice);
@@ -266,30 +264,18 @@ impl Sim {
     pub(super) fn wake_delayed(&mut self, t: usize, by: Option<(usize, u32, bool)>, now: u64) {
         let cpu = self.tasks[t].cpu;
         let wk = self.waker(by, cpu);
-        const TIMER_SOFTIRQ: u32 = 1;
-        if !wk.in_task {
-            let kind = EventKind::SoftirqEntry { vec: TIMER_SOFTIRQ };
-            self.emit(now, wk.cpu, wk.pid, kind);
-        }
+        self.timer_softirq(&wk, now, true);
         let w = self.wake_payload(t, cpu);
         self.emit(now, wk.cpu, wk.pid, EventKind::Waking(w));
         self.emit(now, wk.cpu, wk.pid, EventKind::Wakeup(w));
-        if !wk.in_task {
-            let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
-            self.emit(now, wk.cpu, wk.pid, kind);
-        }
+        self.timer_softirq(&wk, now, false);
         // requeue_delayed_entity runs before update_curr: the running task counts with
         // the vruntime it was last charged, so a wakee it has since overtaken keeps its
         // place behind it, and the preemption check that follows (which does update it)
         // finds the runner past the average.
-        let (sum, n) = self.queued_sum(cpu, None);
-        let seen = self.cpus[cpu as usize]
-            .curr
-            .map(|_| self.cpus[cpu as usize].curr_vruntime_seen);
-        let (sum, n) = (
-            sum + u128::from(seen.unwrap_or(0)),
-            n + u128::from(seen.is_some()),
-        );
+        let c = &self.cpus[cpu as usize];
+        let seen = c.curr.map(|_| c.curr_vruntime_seen);
+        let (sum, n) = self.queued_sum(cpu, seen);
         let avg = self.avg_of(cpu, sum, n);
         if lag(avg, self.tasks[t].vruntime, self.tun.base_slice) > 0 {
             let rq = &mut self.cpus[cpu as usize].rq;
@@ -298,7 +284,7 @@ impl Sim {
                 .position(|&q| q == t)
                 .expect("a delayed task is queued");
             rq.swap_remove(i);
-            let (sum, n) = self.queued_sum(cpu, Some(now));
+            let (sum, n) = self.queued_sum(cpu, self.running_vruntime(cpu, now));
             let avg = self.avg_of(cpu, sum, n);
             self.tasks[t].vruntime = avg;
             self.tasks[t].deadline = avg + self.tun.base_slice;

@@ -762,7 +762,7 @@ impl Sim {
         self.tasks[t].state = State::Runnable;
         if self.opts.scheduler.is_eevdf() {
             // PLACE_DEADLINE_INITIAL: a new task's first request is half a slice.
-            let (sum, n) = self.queued_sum(cpu, Some(now));
+            let (sum, n) = self.queued_sum(cpu, self.running_vruntime(cpu, now));
             let avg = self.avg_of(cpu, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = avg;
@@ -1216,13 +1216,7 @@ impl Sim {
         }
         let prev = self.tasks[t].cpu;
         let wk = self.waker(by, prev);
-        // A timer wakes from the timer softirq, in the context of whatever runs there:
-        // the trace shows it, so a replay does not take the wakeup for that task's.
-        const TIMER_SOFTIRQ: u32 = 1;
-        if !wk.in_task {
-            let kind = EventKind::SoftirqEntry { vec: TIMER_SOFTIRQ };
-            self.emit(now, wk.cpu, wk.pid, kind);
-        }
+        self.timer_softirq(&wk, now, true);
         let w = self.wake_payload(t, prev);
         let stamp = self.emit(now, wk.cpu, wk.pid, EventKind::Waking(w));
         let (dest, search_ns) = self.select_task_rq(t, prev, &wk, stamp);
@@ -1244,10 +1238,7 @@ impl Sim {
             self.schedule(now + search_ns, Ev::Queued { dest });
             let locked = self.lock_remote_rq(dest, &wk, now + search_ns);
             self.tasks[t].state = State::Runnable;
-            if !wk.in_task {
-                let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
-                self.emit(now, wk.cpu, wk.pid, kind);
-            }
+            self.timer_softirq(&wk, now, false);
             let ev = Ev::Enqueue {
                 task: t,
                 dest,
@@ -1259,12 +1250,32 @@ impl Sim {
         }
         let w = self.wake_payload(t, dest);
         self.emit(now, wk.cpu, wk.pid, EventKind::Wakeup(w));
-        if !wk.in_task {
-            let kind = EventKind::SoftirqExit { vec: TIMER_SOFTIRQ };
-            self.emit(now, wk.cpu, wk.pid, kind);
-        }
+        self.timer_softirq(&wk, now, false);
         let v = self.enqueue_woken(t, dest, now);
         self.check_preempt_wakeup(dest, wk.cpu, t, v, now);
+    }
+
+    /// A timer wakes from the timer softirq, in the context of whatever runs there: the
+    /// trace shows its entry (`entry`) and exit around the waking, so a replay does not
+    /// take the wakeup for that task's. Nothing for a wakeup from task context.
+    fn timer_softirq(&mut self, wk: &Waker, now: u64, entry: bool) {
+        const TIMER_SOFTIRQ: u32 = 1;
+        if wk.in_task {
+            return;
+        }
+        let kind = if entry {
+            EventKind::SoftirqEntry { vec: TIMER_SOFTIRQ }
+        } else {
+            EventKind::SoftirqExit { vec: TIMER_SOFTIRQ }
+        };
+        self.emit(now, wk.cpu, wk.pid, kind);
+    }
+
+    /// The running task of `cpu`'s vruntime with its current stint counted up to `now`.
+    fn running_vruntime(&self, cpu: u32, now: u64) -> Option<u64> {
+        let c = &self.cpus[cpu as usize];
+        c.curr
+            .map(|t| self.tasks[t].vruntime + now.saturating_sub(c.started))
     }
 
     /// The end of a remote wakeup's search: queued to `dest`, which is no longer idle to
@@ -1406,7 +1417,7 @@ impl Sim {
         task.woken_at = Some(now);
         if self.opts.scheduler.is_eevdf() {
             // place_entity: behind the average by the lag it left with.
-            let (sum, n) = self.queued_sum(dest, Some(now));
+            let (sum, n) = self.queued_sum(dest, self.running_vruntime(dest, now));
             let avg = self.avg_of(dest, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = eevdf::place(avg, task.vlag, n as u64);
@@ -1435,9 +1446,9 @@ impl Sim {
                 }
             }
             None => self.switch_to_next(dest, now, None, 0),
-            Some(c) if self.opts.scheduler.is_eevdf() => {
+            Some(_) if self.opts.scheduler.is_eevdf() => {
                 // check_preempt_wakeup_fair updates the running task first.
-                let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
+                let running_v = self.running_vruntime(dest, now).expect("a running task");
                 self.cpus[dest as usize].curr_vruntime_seen = running_v;
                 if self.eevdf_would_pick(dest, t, now) {
                     if self.opts.preempt_delay_ns == 0 {
@@ -1449,8 +1460,8 @@ impl Sim {
                     }
                 }
             }
-            Some(c) => {
-                let running_v = self.tasks[c].vruntime + (now - self.cpus[dest as usize].started);
+            Some(_) => {
+                let running_v = self.running_vruntime(dest, now).expect("a running task");
                 if running_v > v + self.tun.wakeup_granularity {
                     if self.opts.preempt_delay_ns == 0 {
                         self.preempt(dest, now);
@@ -1469,10 +1480,8 @@ impl Sim {
     /// runqueue keeps the last.
     fn min_vruntime(&mut self, cpu: u32, now: u64) -> u64 {
         let c = &self.cpus[cpu as usize];
-        let running = c
-            .curr
-            .map(|t| self.tasks[t].vruntime + now.saturating_sub(c.started));
-        let v = running
+        let v = self
+            .running_vruntime(cpu, now)
             .into_iter()
             .chain(c.rq.iter().map(|&t| self.tasks[t].vruntime))
             .min()
@@ -1493,7 +1502,7 @@ impl Sim {
         let from_min = self.min_vruntime(from, now);
         let t = self.cpus[from as usize].rq[i];
         let eevdf_rel = self.opts.scheduler.is_eevdf().then(|| {
-            let (sum, n) = self.queued_sum(from, Some(now));
+            let (sum, n) = self.queued_sum(from, self.running_vruntime(from, now));
             let avg = self.avg_of(from, sum, n);
             let task = &mut self.tasks[t];
             task.vlag = eevdf::lag(avg, task.vruntime, self.tun.base_slice);
@@ -1502,7 +1511,7 @@ impl Sim {
         self.cpus[from as usize].rq.remove(i);
         self.migrate(t, from, from_min, to, now, to, 0);
         if let Some(rel) = eevdf_rel {
-            let (sum, n) = self.queued_sum(to, Some(now));
+            let (sum, n) = self.queued_sum(to, self.running_vruntime(to, now));
             let avg = self.avg_of(to, sum, n);
             let task = &mut self.tasks[t];
             task.vruntime = eevdf::place(avg, task.vlag, n as u64);
