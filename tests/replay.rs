@@ -552,3 +552,27 @@ fn replay_does_not_depend_on_read_batches() {
         assert!(run(batch) == whole, "batches of {batch} replay differently");
     }
 }
+
+/// A pinned kworker woken from CPU 0 onto idle CPU 7 is queued there by IPI
+/// (ttwu_pending) and activated only 50 µs later. Its waking goes through no selection
+/// and is not replayed, yet CPU 7 is not idle to a search in between: no_limit, which
+/// would take CPU 7, finds no idle CPU and keeps the target.
+#[test]
+fn a_cpu_with_an_unreplayed_wakeup_pending_is_not_idle() {
+    let mut ev = pinned_seven_of_eight();
+    let t = ev.last().unwrap().ts - 1_000;
+    let kworker = |ts: u64, cpu: u32, waking: bool| {
+        let mut e = wake(ts, cpu, 100, 300, 7, waking);
+        if let EventKind::Waking(w) | EventKind::Wakeup(w) = &mut e.kind {
+            w.comm = Comm::from_bytes(b"kworker/7:1");
+        }
+        e
+    };
+    ev.insert(ev.len() - 2, kworker(t - 10_000, 0, true));
+    ev.push(kworker(t + 50_000, 7, false));
+    let (r, csv) = run(ev, &["no_limit"]);
+    assert_eq!((r.replayed, r.skipped.pinned), (1, 1));
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    // ts,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns
+    assert_eq!((row[1], row[6], row[7]), ("200", "0", "failed"), "{row:?}");
+}

@@ -454,14 +454,23 @@ impl<'o> Replayer<'o> {
             (false, _) => (self.wakee_queued(w.pid), self.delayed_dequeue(w.pid, now)),
         };
         let pinned = !self.probes && TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
+        let outcome = self.lookahead.outcome(w.pid, now);
         let skipped = &mut self.tally.skipped;
-        match (queued, self.lookahead.outcome(w.pid, now)) {
+        match (queued, outcome) {
             (true, _) if self.probes => skipped.no_selection += 1,
             (false, Some(_)) if pinned => skipped.pinned += 1,
             (true, _) => skipped.on_rq += 1,
             (false, Some(_)) if delayed => skipped.delayed_dequeue += 1,
             (false, None) => skipped.no_wakeup += 1,
-            (false, Some(out)) => self.replay_wakeup(e, w, out, selection)?,
+            (false, Some(out)) => return self.replay_wakeup(e, w, out, selection),
+        }
+        if let Some(out) = outcome.filter(|o| o.recorded_on != e.cpu) {
+            // Not replayed, yet queued to another CPU by IPI all the same (a pinned
+            // kworker, a wakee whose selection is not modelled): that CPU is not idle
+            // to the searches until the wakeup activates there, which under an
+            // emulator can take tens of milliseconds.
+            self.queueing.push((now, w.pid, out.recorded_on));
+            self.queue_due_wakeups(e);
         }
         Ok(())
     }
