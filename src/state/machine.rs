@@ -18,6 +18,7 @@ use crate::trace::{Comm, Event, EventKind};
 
 use super::llc_idle::LlcIdle;
 use super::pelt::{Avg, Removed};
+use super::util_est::UtilEst;
 use crate::abi::{MIGRATION_COST_NS, PREEMPTED};
 
 /// The load weight of a nice-0 task.
@@ -177,6 +178,8 @@ pub struct TaskState {
     pub last_wakee: i32,
     /// The task's PELT signal (se->avg), nice-0 weight.
     pub avg: Avg,
+    /// Its utilisation estimate (se->avg.util_est), taken at each sleep.
+    pub util_est: UtilEst,
     /// The CPU whose signal holds the task's contribution; None between a wakeup
     /// migration's removal and the attach at its enqueue (se->avg.last_update_time == 0).
     pub attached: Option<u32>,
@@ -198,6 +201,7 @@ impl TaskState {
             wakee_flip_decay_ts: now,
             last_wakee: 0,
             avg: Avg::starting_at(now),
+            util_est: UtilEst::default(),
             attached: None,
             prio: 120,
             blocked_at: None,
@@ -388,11 +392,19 @@ impl Machine {
             .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)
     }
 
-    /// cpu_util_cfs: the CFS util of a CPU, capped at its capacity.
+    /// cpu_util_cfs: the CFS util of a CPU, or the estimates of the tasks it holds
+    /// runnable when they add up to more (util_est), capped at its capacity.
     pub fn cpu_util(&self, cpu: u32) -> u64 {
-        self.cpus
-            .get(cpu as usize)
-            .map_or(0, |c| c.avg.util_avg.min(1024))
+        let Some(c) = self.cpus.get(cpu as usize) else {
+            return 0;
+        };
+        let estimated: u64 = c
+            .queued
+            .iter()
+            .filter_map(|p| self.tasks.get(p))
+            .map(|t| t.util_est.value())
+            .sum();
+        c.avg.util_avg.max(estimated).min(1024)
     }
 
     /// capacity_of as scale_rt_capacity computes it (v4.19+) on a symmetric machine:
@@ -450,7 +462,9 @@ impl Machine {
         if let Some(t) = self.tasks.get_mut(&pid).filter(|t| t.attached.is_some()) {
             let running = t.running_on.is_some();
             let on_rq = t.rq.is_some() as u64;
-            t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT);
+            if t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT) {
+                t.util_est.pelt_changed();
+            }
         }
     }
 
@@ -534,11 +548,15 @@ impl Machine {
         else {
             return;
         };
-        t.avg
+        let mut changed = t
+            .avg
             .update(c.avg.last_update_ns, 0, 0, false, NICE_0_WEIGHT);
         c.removed.add(&t.avg);
         if c.curr == 0 {
-            t.avg.update(now, 0, 0, false, NICE_0_WEIGHT);
+            changed |= t.avg.update(now, 0, 0, false, NICE_0_WEIGHT);
+        }
+        if changed {
+            t.util_est.pelt_changed();
         }
     }
 
@@ -666,7 +684,10 @@ impl Machine {
                 self.repairs.moved += 1;
             }
         } else {
-            self.tasks.get_mut(&pid).expect("made above").blocked_at = Some(now);
+            let t = self.tasks.get_mut(&pid).expect("made above");
+            t.blocked_at = Some(now);
+            // dequeue_task_fair's util_est_update, on a CPU of original capacity 1024.
+            t.util_est.sleep(t.avg.util_avg, 1024);
             if self.dequeue(pid).is_some_and(|h| h != cpu) {
                 self.repairs.moved += 1;
             }
@@ -1160,5 +1181,35 @@ mod tests {
             false,
         );
         assert_eq!((t.wakee.target, t.stage), (2, "wake_wide"));
+    }
+
+    /// cpu_util_cfs counts the estimates of the tasks a CPU holds runnable: task 5 runs
+    /// on CPU 0 for 20 ms (util ≈ 1024·(1 − y^19.5) ≈ 360) and sleeps, CPU 0 idles for
+    /// 200 ms (its util decays to ≈ 4). Woken onto CPU 1, idle from the start (util 0),
+    /// it waits there without running: PELT holds only its decayed util (360 / 2^6.25
+    /// ≈ 5), the estimate its util at the sleep, and CPU 1 reads as the latter.
+    #[test]
+    fn a_cpu_holding_a_woken_task_reports_the_tasks_estimate() {
+        let mut m = machine(4);
+        m.apply(&switch(0, 0, 0, 0, 5));
+        m.apply(&switch(20_000_000, 0, 5, 1, 0));
+        let at_sleep = m.tasks[&5].avg.util_avg;
+        assert!((340..380).contains(&at_sleep), "{at_sleep}");
+        assert_eq!(m.tasks[&5].util_est.value(), at_sleep);
+        let later = 220_000_000;
+        m.apply(&wakeup(later, 1, 0, 5, 1));
+        m.refresh(1, later);
+        assert!(
+            (4..=6).contains(&m.cpus[1].avg.util_avg),
+            "{}",
+            m.cpus[1].avg.util_avg
+        );
+        assert_eq!(m.cpu_util(1), at_sleep);
+        // CPU 0's own signal has decayed; nothing is queued there.
+        m.refresh(0, later);
+        assert!(m.cpu_util(0) < 10, "{}", m.cpu_util(0));
+        // Picked and run at once: the estimate stays until util_avg passes it.
+        m.apply(&switch(later + 1000, 1, 0, 0, 5));
+        assert_eq!(m.cpu_util(1), at_sleep);
     }
 }

@@ -5,5 +5,6 @@ pub mod flips;
 pub mod llc_idle;
 pub mod machine;
 pub mod pelt;
+pub mod util_est;
 
 pub use machine::{Change, Machine, Topo};
