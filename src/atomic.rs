@@ -34,33 +34,77 @@ pub fn write_with(
     path: &Path,
     fill: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(at(dir))?;
-    let name = path.file_name().ok_or_else(|| WriteError {
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = File::create(&tmp)
-        .and_then(|mut f| {
-            fill(&mut f)?;
-            f.sync_all()
+    let mut pending = Pending::create(path)?;
+    fill(&mut pending.file).map_err(at(&pending.tmp))?;
+    pending.commit()
+}
+
+/// A file being written under a temporary name beside `path`, for content that is
+/// streamed rather than filled at once: [`Pending::commit`] puts it in place; dropped
+/// uncommitted, it is removed and the old file stays.
+pub struct Pending {
+    file: File,
+    tmp: PathBuf,
+    path: PathBuf,
+    committed: bool,
+}
+
+impl Pending {
+    /// Creates the temporary file (and `path`'s directory).
+    pub fn create(path: &Path) -> Result<Pending, WriteError> {
+        let dir = parent(path);
+        std::fs::create_dir_all(dir).map_err(at(dir))?;
+        let name = path.file_name().ok_or_else(|| WriteError {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        })?;
+        let tmp = dir.join(format!(
+            ".{}.tmp{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let file = File::create(&tmp).map_err(at(&tmp))?;
+        Ok(Pending {
+            file,
+            tmp,
+            path: path.to_path_buf(),
+            committed: false,
         })
-        .map_err(at(&tmp))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(at(path)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return result;
     }
-    // The rename is durable once the directory is.
-    File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
+
+    /// Syncs the content and renames it over `path`; the rename is durable once the
+    /// directory is synced too.
+    pub fn commit(mut self) -> Result<(), WriteError> {
+        self.file.sync_all().map_err(at(&self.tmp))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(at(&self.path))?;
+        self.committed = true;
+        let dir = parent(&self.path);
+        File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
+    }
+}
+
+impl Write for Pending {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 #[cfg(test)]
