@@ -87,6 +87,15 @@ pub enum Error {
     /// An import stopped by a termination signal; nothing was written.
     #[error("import interrupted by a signal; {} was not written", .0.display())]
     Interrupted(PathBuf),
+    /// Some traces of a fleet could not be replayed; each was named as it failed, and
+    /// the others' results are written.
+    #[error("{failed} of {of} traces could not be replayed (each is named above); the others' results are written")]
+    Fleet {
+        /// How many failed.
+        failed: usize,
+        /// How many there were.
+        of: usize,
+    },
     /// A captured workload that failed on its own; its trace is written.
     #[error("the workload `{command}` {how}; the trace is written")]
     Workload {

@@ -138,8 +138,10 @@ pub(super) struct CaptureArgs {
 
 #[derive(clap::Args)]
 pub(super) struct ReplayArgs {
-    /// A bundle directory or trace file [default: the committed hackbench sample]
-    pub input: Option<PathBuf>,
+    /// Bundle directories or trace files; a directory that is not a bundle stands for
+    /// every bundle below it. Several are replayed at once, each in one pass [default:
+    /// the committed hackbench sample]
+    pub inputs: Vec<PathBuf>,
     /// Policies, comma-separated, each `name[:key=value...]`
     #[arg(
         short,
@@ -170,11 +172,27 @@ pub(super) struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
-    /// Threads to replay on, each a time slice of the trace when it is long enough (a
-    /// few % of the decisions of a loaded trace then differ from one pass's)
-    /// [default: 1, one exact pass]
+    /// Threads: with several traces, how many are replayed at once [default: one per
+    /// CPU]; with one, time slices of it when it is long enough (a few % of the
+    /// decisions of a loaded trace then differ from one pass's) [default: 1, one exact
+    /// pass]
     #[arg(short, long)]
     pub jobs: Option<usize>,
+    /// Also write the results as one dataset for DuckDB, polars or Spark:
+    /// DIR/{summary,windows}/bundle=B/policy=P/part-0.parquet, each trace's partitions
+    /// replaced whole
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// With --out, the decisions too, one row per wakeup, in DIR/decisions/bundle=B/policy=P/
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        requires = "out",
+        conflicts_with = "decisions",
+        num_args = 0..=1,
+        default_missing_value = "parquet"
+    )]
+    pub out_decisions: Option<crate::replay::dataset::DecisionsFormat>,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
@@ -340,9 +358,13 @@ pub(super) struct MachinesArgs {
 
 #[derive(clap::Args)]
 pub(super) struct FidelityArgs {
-    /// Bundles or trace files
+    /// Bundles or trace files; a directory that is not a bundle stands for every bundle
+    /// below it
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
+    /// Traces replayed at once [default: one per CPU]
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
     /// The policy compared with the kernel's choices [default: from each trace's
     /// kernel release and sched features]
     #[arg(long)]

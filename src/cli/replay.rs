@@ -2,35 +2,70 @@
 //! through their kernels' own policy.
 
 use super::args::{FidelityArgs, ReplayArgs};
-use super::inputs::default_input;
+use std::path::{Path, PathBuf};
+
+use super::inputs::default_sample;
 use crate::bundle;
+use crate::replay::dataset::{self, PartitionedDecisions};
 use crate::replay::{self, ReplayOptions};
 use crate::Error;
 
 /// `replay`: a trace's wakeups through the policies asked for, with the traced kernel's
-/// policy checked against the trace.
+/// policy checked against the trace; several traces (or directories of bundles) are a
+/// fleet, replayed at once.
 pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
-    let ReplayArgs {
-        input,
-        policy,
-        as_kernel,
-        decisions,
-        explain,
-        probe_ns,
-        entry_ns,
-        windows,
-        delayed_dequeue_ns,
-        jobs,
-        json,
-    } = args;
-    let input = default_input(input);
+    let given = if args.inputs.is_empty() {
+        vec![default_sample()]
+    } else {
+        args.inputs.clone()
+    };
+    let inputs = crate::input::expand(&given)?;
+    match inputs.as_slice() {
+        [one] if given.as_slice() == inputs.as_slice() => replay_one(&args, one),
+        _ => fleet(&args, &inputs),
+    }
+}
+
+/// The replay settings the arguments give, without outputs.
+fn options(args: &ReplayArgs) -> ReplayOptions {
+    ReplayOptions {
+        policies: args.policy.clone(),
+        time: crate::wakeup::sis::TimeModel {
+            entry_ns: args.entry_ns,
+            probe_ns: args.probe_ns,
+        },
+        windows: args.windows,
+        as_kernel: args.as_kernel.clone(),
+        delayed_dequeue_ns: args.delayed_dequeue_ns,
+        ..ReplayOptions::default()
+    }
+}
+
+/// The dataset's name for a trace: its path as given.
+fn dataset_key(input: &Path) -> String {
+    input.display().to_string()
+}
+
+/// A replay's failure, naming the trace unless the error already does.
+fn replay_error(input: &Path, e: replay::ReplayError) -> Error {
+    match e {
+        replay::ReplayError::Trace(e) => e.into(),
+        replay::ReplayError::Bundle(e) => e.into(),
+        source => Error::ReplayOf {
+            path: input.to_path_buf(),
+            source,
+        },
+    }
+}
+
+fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
     // Open before creating the decisions file, so a bad trace leaves an old one alone.
     let crate::input::Input {
         source: mut src,
         meta,
-    } = crate::input::open(&input)?;
-    let decisions_out = match &decisions {
-        Some(p) => {
+    } = crate::input::open(input)?;
+    let decisions_out = match (&args.decisions, &args.out, args.out_decisions) {
+        (Some(p), _, _) => {
             let f = std::fs::File::create(p).map_err(|source| Error::Create {
                 path: p.clone(),
                 source,
@@ -41,43 +76,44 @@ pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
                 _ => replay::DecisionsOut::Csv(out),
             })
         }
-        None => None,
+        (None, Some(out), Some(format)) => Some(replay::DecisionsOut::Observer(Box::new(
+            PartitionedDecisions::new(out, &dataset_key(input), format),
+        ))),
+        _ => None,
     };
     let opts = ReplayOptions {
-        policies: policy,
-        time: crate::wakeup::sis::TimeModel { entry_ns, probe_ns },
-        windows,
-        as_kernel,
         decisions: decisions_out,
-        explain_ts: explain,
-        delayed_dequeue_ns,
-        ..ReplayOptions::default()
+        explain_ts: args.explain,
+        ..options(args)
     };
     // One exact pass unless slices are asked for: they change a few % of a loaded
     // trace's decisions, and every other command builds on these results.
-    let jobs = jobs.unwrap_or(1);
-    let result = if jobs <= 1 {
+    let jobs = args.jobs.unwrap_or(1);
+    let result = if jobs <= 1 || args.out_decisions.is_some() {
         replay::replay(src.as_mut(), meta.as_ref(), opts)
     } else {
         drop(src);
         let open = || -> Result<Box<dyn crate::trace::EventSource>, replay::ReplayError> {
-            Ok(crate::input::open(&input)?.source)
+            Ok(crate::input::open(input)?.source)
         };
         replay::replay_parallel(&open, meta.as_ref(), opts, jobs)
     };
     let r = result?;
     // Results of a bundle go beside it, for compare, reports and notebooks.
     let saved = match meta {
-        Some(_) => Some(replay::results::write(&input, &r)?),
+        Some(_) => Some(replay::results::write(input, &r)?),
         None => None,
     };
-    if json {
+    if let Some(out) = &args.out {
+        dataset::write(out, &dataset_key(input), &r)?;
+    }
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
         return Ok(());
     }
-    print!("{}", replay::text::summary(&input, &r));
+    print!("{}", replay::text::summary(input, &r));
     print!("{}", kernel_sis_text(meta.as_ref(), &r));
-    if let (Some(ts), true) = (explain, r.explained.is_empty()) {
+    if let (Some(ts), true) = (args.explain, r.explained.is_empty()) {
         println!("\nno replayed wakeup at {ts} ns; --decisions FILE.csv lists their timestamps");
     }
     if let Some(d) = saved {
@@ -86,15 +122,85 @@ pub(super) fn replay(args: ReplayArgs) -> Result<(), Error> {
             d.display()
         );
     }
+    if let Some(out) = &args.out {
+        println!("dataset: {}", out.display());
+    }
     Ok(())
+}
+
+/// Several traces, each replayed in one pass on its own thread, results beside each
+/// bundle and in the dataset; a trace that fails is named and the others go on.
+fn fleet(args: &ReplayArgs, inputs: &[PathBuf]) -> Result<(), Error> {
+    if args.decisions.is_some() || args.explain.is_some() {
+        return Err(Error::Usage(
+            "--decisions and --explain are for one trace; with several, write the \
+             decisions with --out DIR --out-decisions"
+                .into(),
+        ));
+    }
+    let jobs = super::inputs::jobs_or_cpus(args.jobs);
+    let outcomes = crate::parallel::map(inputs, jobs, |input| fleet_member(args, input));
+    let mut done = Vec::new();
+    let mut failed = 0;
+    for (input, o) in inputs.iter().zip(outcomes) {
+        match o {
+            Ok(r) => done.push((input.clone(), r)),
+            Err(e) => {
+                failed += 1;
+                eprintln!("sisreplay: {e}");
+            }
+        }
+    }
+    if args.json {
+        let v: Vec<_> = done
+            .iter()
+            .map(|(p, r)| serde_json::json!({ "trace": p, "result": r }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+    } else {
+        print!("{}", replay::text::fleet(&done));
+        if let Some(out) = &args.out {
+            println!("\ndataset: {}", out.display());
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => Err(Error::Fleet {
+            failed: n,
+            of: inputs.len(),
+        }),
+    }
+}
+
+fn fleet_member(args: &ReplayArgs, input: &Path) -> Result<replay::ReplayResult, Error> {
+    let crate::input::Input {
+        source: mut src,
+        meta,
+    } = crate::input::open(input)?;
+    let key = dataset_key(input);
+    let mut opts = options(args);
+    if let (Some(out), Some(format)) = (&args.out, args.out_decisions) {
+        opts.decisions = Some(replay::DecisionsOut::Observer(Box::new(
+            PartitionedDecisions::new(out, &key, format),
+        )));
+    }
+    let r =
+        replay::replay(src.as_mut(), meta.as_ref(), opts).map_err(|e| replay_error(input, e))?;
+    if meta.is_some() {
+        replay::results::write(input, &r)?;
+    }
+    if let Some(out) = &args.out {
+        dataset::write(out, &key, &r)?;
+    }
+    Ok(r)
 }
 
 /// `fidelity`: each trace replayed with the policy of the kernel that recorded it, and
 /// how often the model picked the kernel's CPU.
 pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
-    let mut rows = Vec::new();
-    let mut metas = Vec::new();
-    for input in &args.inputs {
+    let inputs = crate::input::expand(&args.inputs)?;
+    let jobs = super::inputs::jobs_or_cpus(args.jobs);
+    let outcomes = crate::parallel::map(&inputs, jobs, |input| {
         let crate::input::Input {
             source: mut src,
             meta,
@@ -104,26 +210,20 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
             as_kernel: args.as_kernel.clone(),
             ..Default::default()
         };
-        let r = replay::replay(src.as_mut(), meta.as_ref(), opts);
+        let r = replay::replay(src.as_mut(), meta.as_ref(), opts)
+            .map_err(|e| replay_error(input, e))?;
+        let name = input
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok::<_, Error>(((name, r), meta))
+    });
+    let mut rows = Vec::new();
+    let mut metas = Vec::new();
+    for o in outcomes {
+        let (row, meta) = o?;
+        rows.push(row);
         metas.push(meta);
-        match r {
-            Ok(r) => rows.push((
-                input
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                r,
-            )),
-            // Errors of reading already name the file.
-            Err(replay::ReplayError::Trace(e)) => return Err(e.into()),
-            Err(replay::ReplayError::Bundle(e)) => return Err(e.into()),
-            Err(source) => {
-                return Err(Error::ReplayOf {
-                    path: input.clone(),
-                    source,
-                })
-            }
-        }
     }
     if args.json {
         let v: Vec<_> = rows

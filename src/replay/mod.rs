@@ -7,6 +7,7 @@
 //! (the sched_wakeup that follows, possibly later and on the target CPU when it went
 //! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
 
+pub mod dataset;
 pub mod lookahead;
 pub mod observer;
 pub mod replayer;
@@ -228,10 +229,11 @@ pub fn replay(
 ) -> Result<ReplayResult, ReplayError> {
     let setup = setup(src, meta, &opts)?;
     let nr_cpus = setup.topo.nr_cpus;
-    let (mut csv, mut parquet) = (None, None);
+    let (mut csv, mut parquet, mut other) = (None, None, None);
     match opts.decisions.take() {
         Some(DecisionsOut::Csv(out)) => csv = Some(CsvDecisions::new(out)),
         Some(DecisionsOut::Parquet(out)) => parquet = Some(ParquetDecisions::new(out)?),
+        Some(DecisionsOut::Observer(o)) => other = Some(o),
         None => {}
     }
     let mut explainer = opts.explain_ts.map(Explainer::at);
@@ -241,6 +243,9 @@ pub fn replay(
     }
     if let Some(p) = parquet.as_mut() {
         observers.push(p);
+    }
+    if let Some(o) = other.as_mut() {
+        observers.push(o.as_mut());
     }
     if let Some(x) = explainer.as_mut() {
         observers.push(x);

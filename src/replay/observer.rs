@@ -39,6 +39,8 @@ pub trait DecisionObserver {
 pub struct CsvDecisions<W: Write> {
     out: W,
     header_written: bool,
+    /// False in a dataset partitioned by policy, whose path holds it.
+    with_policy: bool,
 }
 
 impl<W: Write> CsvDecisions<W> {
@@ -52,6 +54,15 @@ impl<W: Write> CsvDecisions<W> {
         CsvDecisions {
             out,
             header_written: false,
+            with_policy: true,
+        }
+    }
+
+    /// The same rows without the policy column, for a file of one policy's decisions.
+    pub fn without_policy(out: W) -> CsvDecisions<W> {
+        CsvDecisions {
+            with_policy: false,
+            ..CsvDecisions::new(out)
         }
     }
 
@@ -67,7 +78,12 @@ impl<W: Write> CsvDecisions<W> {
 
     fn header(&mut self) -> std::io::Result<()> {
         if !self.header_written {
-            writeln!(self.out, "{}", Self::HEADER)?;
+            let header = if self.with_policy {
+                Self::HEADER.to_string()
+            } else {
+                Self::HEADER.replace(",policy,", ",")
+            };
+            writeln!(self.out, "{header}")?;
             self.header_written = true;
         }
         Ok(())
@@ -83,15 +99,17 @@ impl<W: Write> DecisionObserver for CsvDecisions<W> {
         _: &[String],
     ) -> std::io::Result<()> {
         self.header()?;
+        write!(
+            self.out,
+            "{},{},{},{},{},",
+            w.now, w.pid, w.waker_cpu, w.prev, w.recorded_cpu
+        )?;
+        if self.with_policy {
+            write!(self.out, "{policy},")?;
+        }
         writeln!(
             self.out,
-            "{},{},{},{},{},{},{},{},{},{}",
-            w.now,
-            w.pid,
-            w.waker_cpu,
-            w.prev,
-            w.recorded_cpu,
-            policy,
+            "{},{},{},{}",
             d.cpu,
             d.path.name(),
             d.probed,
@@ -111,6 +129,9 @@ pub enum DecisionsOut {
     Csv(Box<dyn Write + Send>),
     /// The same rows and columns as Parquet, typed, for notebooks and query engines.
     Parquet(Box<dyn Write + Send>),
+    /// Another writer of the rows, e.g. a dataset's partitions by policy (one-pass
+    /// replays only: time slices merge their rows as CSV or Parquet).
+    Observer(Box<dyn DecisionObserver + Send>),
 }
 
 /// Rows buffered before they are written as one Parquet row group's batch.
@@ -126,7 +147,8 @@ pub struct ParquetDecisions<W: Write + Send> {
     waker_cpu: Vec<u32>,
     prev_cpu: Vec<u32>,
     recorded_cpu: Vec<u32>,
-    policy: Vec<String>,
+    /// None in a dataset partitioned by policy, whose path holds it.
+    policy: Option<Vec<String>>,
     cpu: Vec<u32>,
     path: Vec<&'static str>,
     probed: Vec<u32>,
@@ -136,19 +158,33 @@ pub struct ParquetDecisions<W: Write + Send> {
 impl<W: Write + Send> ParquetDecisions<W> {
     /// A writer of decisions into `out`.
     pub fn new(out: W) -> std::io::Result<ParquetDecisions<W>> {
+        Self::with_columns(out, true)
+    }
+
+    /// The same rows without the policy column, for a file of one policy's decisions.
+    pub fn without_policy(out: W) -> std::io::Result<ParquetDecisions<W>> {
+        Self::with_columns(out, false)
+    }
+
+    fn with_columns(out: W, with_policy: bool) -> std::io::Result<ParquetDecisions<W>> {
         let u32f = |n| Field::new(n, DataType::UInt32, false);
-        let schema = Arc::new(Schema::new(vec![
+        let mut fields = vec![
             Field::new("ts_ns", DataType::UInt64, false),
             Field::new("pid", DataType::Int32, false),
             u32f("waker_cpu"),
             u32f("prev_cpu"),
             u32f("recorded_cpu"),
-            Field::new("policy", DataType::Utf8, false),
+        ];
+        if with_policy {
+            fields.push(Field::new("policy", DataType::Utf8, false));
+        }
+        fields.extend([
             u32f("cpu"),
             Field::new("path", DataType::Utf8, false),
             u32f("probed"),
             Field::new("search_ns", DataType::UInt64, false),
-        ]));
+        ]);
+        let schema = Arc::new(Schema::new(fields));
         let writer =
             ArrowWriter::try_new(out, schema.clone(), None).map_err(std::io::Error::other)?;
         Ok(ParquetDecisions {
@@ -159,7 +195,7 @@ impl<W: Write + Send> ParquetDecisions<W> {
             waker_cpu: Vec::new(),
             prev_cpu: Vec::new(),
             recorded_cpu: Vec::new(),
-            policy: Vec::new(),
+            policy: with_policy.then(Vec::new),
             cpu: Vec::new(),
             path: Vec::new(),
             probed: Vec::new(),
@@ -171,24 +207,40 @@ impl<W: Write + Send> ParquetDecisions<W> {
         if self.ts_ns.is_empty() {
             return Ok(());
         }
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(UInt64Array::from(std::mem::take(&mut self.ts_ns))),
             Arc::new(Int32Array::from(std::mem::take(&mut self.pid))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.waker_cpu))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.prev_cpu))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.recorded_cpu))),
-            Arc::new(StringArray::from(std::mem::take(&mut self.policy))),
-            Arc::new(UInt32Array::from(std::mem::take(&mut self.cpu))),
+        ];
+        if let Some(p) = self.policy.as_mut() {
+            columns.push(Arc::new(StringArray::from(std::mem::take(p))));
+        }
+        columns.extend([
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.cpu))) as ArrayRef,
             Arc::new(StringArray::from(std::mem::take(&mut self.path))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.probed))),
             Arc::new(UInt64Array::from(std::mem::take(&mut self.search_ns))),
-        ];
+        ]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns)
             .expect("one array per column of the schema");
         match self.writer.as_mut() {
             Some(w) => w.write(&batch).map_err(std::io::Error::other),
             None => Ok(()),
         }
+    }
+}
+
+impl<W: Write + Send> ParquetDecisions<W> {
+    /// Writes the rows still buffered and the footer, and gives back the output.
+    pub fn into_inner(mut self) -> std::io::Result<W> {
+        self.flush()?;
+        let w = self
+            .writer
+            .take()
+            .ok_or_else(|| std::io::Error::other("the decisions were already closed"))?;
+        w.into_inner().map_err(std::io::Error::other)
     }
 }
 
@@ -205,7 +257,9 @@ impl<W: Write + Send> DecisionObserver for ParquetDecisions<W> {
         self.waker_cpu.push(w.waker_cpu);
         self.prev_cpu.push(w.prev);
         self.recorded_cpu.push(w.recorded_cpu);
-        self.policy.push(policy.to_string());
+        if let Some(p) = self.policy.as_mut() {
+            p.push(policy.to_string());
+        }
         self.cpu.push(d.cpu);
         self.path.push(d.path.name());
         self.probed.push(d.probed);

@@ -11,6 +11,7 @@ use parquet::arrow::ArrowWriter;
 
 use super::ReplayResult;
 use crate::atomic;
+use crate::metrics::Window;
 
 /// The policy column's value for the trace's own record.
 pub const OBSERVED: &str = "(observed)";
@@ -22,6 +23,32 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, atomic::WriteEr
     let text = serde_json::to_string_pretty(r).expect("serialises");
     atomic::write(&dir.join("replay.json"), (text + "\n").as_bytes())?;
 
+    let series: Vec<(&str, &Vec<Window>)> = r
+        .policies
+        .iter()
+        .map(|p| (p.policy.as_str(), &p.windows))
+        .chain([(OBSERVED, &r.observed.windows)])
+        .collect();
+    write_batch(
+        &dir.join("replay-windows.parquet"),
+        &windows_batch(&series, true),
+    )?;
+    Ok(dir)
+}
+
+/// Writes one batch as a Parquet file, atomically.
+pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), atomic::WriteError> {
+    atomic::write_with(path, |f| {
+        let mut w = ArrowWriter::try_new(f, batch.schema(), None).map_err(std::io::Error::other)?;
+        w.write(batch).map_err(std::io::Error::other)?;
+        w.close().map(drop).map_err(std::io::Error::other)
+    })
+}
+
+/// The per-window counters of each (policy, windows) series as one batch, rows in the
+/// series' order, with a first `policy` column or, for a file holding one policy's
+/// windows, without.
+pub fn windows_batch(series: &[(&str, &Vec<Window>)], with_policy: bool) -> RecordBatch {
     let cols: [&str; 15] = [
         "window_start_ns",
         "wakeups",
@@ -39,18 +66,16 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, atomic::WriteEr
         "latency_ns",
         "latencies",
     ];
-    let mut fields = vec![Field::new("policy", DataType::Utf8, false)];
+    let mut fields = Vec::new();
+    if with_policy {
+        fields.push(Field::new("policy", DataType::Utf8, false));
+    }
     fields.extend(cols.iter().map(|c| Field::new(*c, DataType::UInt64, false)));
     let schema = Arc::new(Schema::new(fields));
     let mut policy = Vec::new();
     let mut values: Vec<Vec<u64>> = vec![Vec::new(); cols.len()];
-    let series = r
-        .policies
-        .iter()
-        .map(|p| (p.policy.as_str(), &p.windows))
-        .chain([(OBSERVED, &r.observed.windows)]);
     for (name, windows) in series {
-        for w in windows {
+        for w in windows.iter() {
             policy.push(name.to_string());
             let k = &w.counters;
             for (i, v) in [
@@ -77,18 +102,14 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, atomic::WriteEr
             }
         }
     }
-    let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(policy))];
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    if with_policy {
+        arrays.push(Arc::new(StringArray::from(policy)));
+    }
     arrays.extend(
         values
             .into_iter()
             .map(|v| Arc::new(UInt64Array::from(v)) as ArrayRef),
     );
-    let batch =
-        RecordBatch::try_new(schema.clone(), arrays).expect("one array per column of the schema");
-    atomic::write_with(&dir.join("replay-windows.parquet"), |f| {
-        let mut w = ArrowWriter::try_new(f, schema, None).map_err(std::io::Error::other)?;
-        w.write(&batch).map_err(std::io::Error::other)?;
-        w.close().map(drop).map_err(std::io::Error::other)
-    })?;
-    Ok(dir)
+    RecordBatch::try_new(schema, arrays).expect("one array per column of the schema")
 }

@@ -84,6 +84,12 @@ pub fn replay_sliced(
     let starts = slice_starts(&events, slice_count(span, jobs, warmup_ns));
     let t0 = events.first().map_or(0, |e| e.ts);
     let decisions = opts.decisions.take();
+    if matches!(decisions, Some(DecisionsOut::Observer(_))) {
+        return Err(std::io::Error::other(
+            "time slices write decisions as CSV or Parquet only; replay in one pass",
+        )
+        .into());
+    }
     let csv = matches!(decisions, Some(DecisionsOut::Csv(_)));
     let parquet = matches!(decisions, Some(DecisionsOut::Parquet(_)));
     // What one pass would look at past the slice's last event.
@@ -171,7 +177,7 @@ pub fn replay_sliced(
     match decisions {
         Some(DecisionsOut::Csv(w)) => out_csv = Some(w),
         Some(DecisionsOut::Parquet(w)) => out_parquet = Some(ParquetDecisions::new(w)?),
-        None => {}
+        Some(DecisionsOut::Observer(_)) | None => {}
     }
     for p in parts {
         let (partial, text, rows) = p?;

@@ -25,6 +25,47 @@ pub fn summary(input: &Path, r: &ReplayResult) -> String {
     o
 }
 
+/// Several traces' replays, a block per trace within 80 columns: per policy the
+/// wakeups replayed, se_eff and success (%), runqueues scanned, modelled search time
+/// (ms), cross-LLC placements, and for the traced kernel's own policy its agreement.
+pub fn fleet(results: &[(std::path::PathBuf, ReplayResult)]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<20} {:>9} {:>7} {:>8} {:>9} {:>8} {:>7} {:>6}",
+        "trace / policy",
+        "replayed",
+        "se_eff%",
+        "success%",
+        "scanned",
+        "search ms",
+        "xLLC",
+        "agree%"
+    );
+    for (input, r) in results {
+        let _ = writeln!(o, "{}", input.display());
+        for p in &r.policies {
+            let agree = p
+                .fidelity
+                .as_ref()
+                .map_or(String::new(), |f| format!("{:.2}", f.agreement_pct()));
+            let _ = writeln!(
+                o,
+                "  {:<18} {:>9} {:>7.2} {:>8.2} {:>9} {:>8.1} {:>7} {:>6}",
+                p.policy,
+                r.replayed,
+                p.derived.se_eff,
+                p.derived.success_rate,
+                p.counters.scanned,
+                p.search_ns_total as f64 / 1e6,
+                p.placements.cross_llc,
+                agree
+            );
+        }
+    }
+    o
+}
+
 /// The trace, its kernel and machine, what was replayed of its wakings, and the
 /// select_task_rq_fair probes' measurements where the trace has them.
 fn header(o: &mut String, input: &Path, r: &ReplayResult) {
