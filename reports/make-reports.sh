@@ -101,6 +101,10 @@ $bin replay $b --policy no_limit,sis_util,sis_prop > /dev/null
 rm -rf reports/data/$(basename $b)
 mkdir -p reports/data
 mv $b/results reports/data/$(basename $b)
+# Several bundles' results as one dataset, for the notebook's last cell.
+rm -rf reports/data/fleet
+$bin replay $rig/kernel-sis-stats+noinline/2x4 --policy sis_prop,sis_util,no_limit \
+    --out reports/data/fleet > /dev/null
 # Each policy model against the rig kernels built with that policy.
 python3 reports/ground_truth.py "$bin"
 

@@ -47,6 +47,10 @@ fn replay_notebook_executes() {
         .collect();
     assert!(text.contains("no_limit   1.00 ("), "{text}");
     assert!(text.contains("sis_util   +"), "{text}");
+    // The fleet cell: the six bundles of reports/data/fleet as one table.
+    for t in ["hackbench-no_limit-tracefs", "pingpong-sis_util-tracefs"] {
+        assert!(text.contains(t), "{text}");
+    }
     assert!(
         outputs.iter().any(|o| o["data"]["image/png"].is_string()),
         "the histogram was not drawn"
