@@ -266,3 +266,22 @@ for row in duckdb.sql(f"select bundle, policy, sum(scanned) from read_parquet('{
         assert!(text.contains(&format!("duckdb {b} (observed) 0")), "{text}");
     }
 }
+
+/// `compare --trace DIR` makes a row of each bundle below DIR.
+#[test]
+fn compare_takes_a_directory_as_a_row_per_bundle() {
+    let (d, bundles) = fleet_of_two();
+    let (code, stdout, stderr) = run_cli(&[
+        "compare",
+        "sis_prop",
+        "sis_util",
+        "--trace",
+        d.path().join("fleet").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for (i, b) in bundles.iter().enumerate() {
+        let name = b.file_name().unwrap().to_string_lossy();
+        assert!(stdout.contains(&format!("T{} = {name}", i + 1)), "{stdout}");
+    }
+    assert!(!stdout.contains("T3 ="), "{stdout}");
+}

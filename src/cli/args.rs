@@ -208,8 +208,8 @@ pub(super) struct CompareArgs {
     /// The arms compared with it, of the same kinds
     #[arg(required = true, value_name = "OTHER")]
     pub others: Vec<String>,
-    /// A trace or bundle, one per row; `A,B,C` makes one row of several runs of one
-    /// workload, which the policies replay each, paired across runs [default: the newest
+    /// A trace or bundle, one per row, or a directory of bundles, a row each; `A,B,C`
+    /// makes one row of several runs of one workload, which the policies replay each, paired across runs [default: the newest
     /// bundle in traces/]
     #[arg(long = "trace", value_name = "TRACE[,...]")]
     pub traces: Vec<PathBuf>,
@@ -231,8 +231,9 @@ pub(super) struct ReportArgs {
     /// The arms compared with it
     #[arg(required = true, value_name = "OTHER")]
     pub others: Vec<String>,
-    /// A trace or bundle, one per row (e.g. one per load level); `A,B,C` makes one row of
-    /// several runs, as for compare [default: as compare]
+    /// A trace or bundle, one per row (e.g. one per load level), or a directory of
+    /// bundles, a row each; `A,B,C` makes one row of several runs, as for compare
+    /// [default: as compare]
     #[arg(long = "trace", value_name = "TRACE[,...]")]
     pub traces: Vec<PathBuf>,
     /// Output file [default: reports/BASE-vs-OTHER.html for HTML, standard output for

@@ -44,6 +44,16 @@ fn resolve_arms(
     }
     let arms: Vec<String> = std::iter::once(base).chain(others).collect();
     let named = !traces.is_empty();
+    // A directory of bundles is a row per bundle; a comma list stays one row of runs.
+    let mut rows = Vec::new();
+    for t in traces {
+        if t.to_string_lossy().contains(',') {
+            rows.push(t);
+        } else {
+            rows.extend(crate::input::expand(&[t])?);
+        }
+    }
+    let traces = rows;
     let sample = default_sample();
     let (resolved, traces) =
         crate::compare::resolve(&arms, traces, traces_dir, &sample.to_string_lossy())?;
