@@ -318,6 +318,9 @@ struct Task {
     protected: bool,
     /// DELAY_DEQUEUE: blocked, but still queued on its CPU until picked or woken.
     delayed: bool,
+    /// Not forked yet (Start::At, Start::Forked): a wake that comes first is kept for
+    /// it, as a message sent to a task that does not exist yet waits for it.
+    unborn: bool,
 }
 
 /// Who wakes a task, as the wakeup's events and its selection see it.
@@ -694,6 +697,7 @@ impl Sim {
                 vlag: 0,
                 protected: false,
                 delayed: false,
+                unborn: matches!(t.start, Start::At { .. } | Start::Forked),
             })
             .collect();
         let v0 = if opts.scheduler.is_eevdf() {
@@ -756,6 +760,7 @@ impl Sim {
 
     /// Queues a new task on its CPU, as wake_up_new_task does after fork placement.
     fn enter(&mut self, t: usize, now: u64) {
+        self.tasks[t].unborn = false;
         let cpu = self.tasks[t].cpu;
         let w = self.wake_payload(t, cpu);
         self.emit(now, cpu, 0, EventKind::WakeupNew(w));
@@ -1210,7 +1215,7 @@ impl Sim {
             self.wake_delayed(t, by, now);
             return;
         }
-        if self.tasks[t].state != State::Sleeping {
+        if self.tasks[t].state != State::Sleeping || self.tasks[t].unborn {
             self.keep_wake_pending(t);
             return;
         }
@@ -1744,6 +1749,57 @@ mod tests {
         c.curr = Some(t);
         c.started = now;
         c.slice_end = now + 12 * MS;
+    }
+
+    /// A traced task first seen at 2 ms is woken at 1 ms by a re-run that got ahead of
+    /// the trace: the wake is kept for it, not acted on (it would queue the task, and
+    /// its start would queue it a second time). It starts once, at 2 ms, and its first
+    /// sleep returns at once.
+    #[test]
+    fn a_wake_before_the_wakee_exists_waits_for_it() {
+        let tasks = vec![
+            TaskSpec {
+                comm: "waker".into(),
+                pid: Some(1),
+                steps: vec![
+                    Step::Run(MS),
+                    Step::Wake {
+                        task: 1,
+                        sync: false,
+                    },
+                    Step::Sleep,
+                ],
+                looping: false,
+                start: Start::Runnable { cpu: Some(0) },
+                pinned: None,
+            },
+            TaskSpec {
+                comm: "late".into(),
+                pid: Some(2),
+                steps: vec![Step::Run(MS), Step::Sleep, Step::Run(MS)],
+                looping: false,
+                start: Start::At {
+                    at_ns: 2 * MS,
+                    cpu: 1,
+                },
+                pinned: None,
+            },
+        ];
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 10 * MS);
+        let mut sim = Sim::new(w, opts).unwrap();
+        sim.wake(1, Some((0, 0, false)), MS);
+        assert_eq!(sim.tasks[1].state, State::Sleeping);
+        assert_eq!(sim.tasks[1].wake_pending, 1);
+        assert!(sim.cpus.iter().all(|c| c.rq.is_empty()));
+        sim.enter(1, 2 * MS);
+        assert_eq!(sim.cpus[1].rq, vec![1]);
+        assert!(!sim.tasks[1].unborn);
     }
 
     #[test]
