@@ -172,6 +172,10 @@ pub(super) struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
+    /// wakee_flips assumed for the tasks alive before the trace, inherited by the
+    /// tasks they fork (the trace cannot show them; an assumption, 0 by default)
+    #[arg(long, default_value_t = 0)]
+    pub flips_before_trace: u32,
     /// Threads: with several traces, how many are replayed at once [default: one per
     /// CPU]; with one, time slices of it when it is long enough (a few % of the
     /// decisions of a loaded trace then differ from one pass's) [default: 1, one exact
@@ -370,6 +374,10 @@ pub(super) struct FidelityArgs {
     /// kernel release and sched features]
     #[arg(long)]
     pub as_kernel: Option<String>,
+    /// wakee_flips assumed for the tasks alive before each trace, inherited by the
+    /// tasks they fork (the trace cannot show them; an assumption, 0 by default)
+    #[arg(long, default_value_t = 0)]
+    pub flips_before_trace: u32,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

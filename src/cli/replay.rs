@@ -37,6 +37,7 @@ fn options(args: &ReplayArgs) -> ReplayOptions {
         windows: args.windows,
         as_kernel: args.as_kernel.clone(),
         delayed_dequeue_ns: args.delayed_dequeue_ns,
+        flips_before_trace: args.flips_before_trace,
         ..ReplayOptions::default()
     }
 }
@@ -208,6 +209,7 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
         let opts = ReplayOptions {
             policies: Vec::new(),
             as_kernel: args.as_kernel.clone(),
+            flips_before_trace: args.flips_before_trace,
             ..Default::default()
         };
         let r = replay::replay(src.as_mut(), meta.as_ref(), opts)

@@ -52,6 +52,11 @@ pub struct ReplayOptions {
     /// queued, and its next wakeup selects nothing. Traces do not show the lag; a
     /// wakeup this soon after the task blocked is taken as such a one. None: off.
     pub delayed_dequeue_ns: Option<u64>,
+    /// The wakee_flips assumed for tasks alive before the trace, which the tasks they
+    /// fork inherit (0: none). The trace cannot show them, yet a workload started by
+    /// such a task carries them in every task that seldom wakes others, and wake_wide
+    /// turns on them (see Machine::flips_before_trace).
+    pub flips_before_trace: u32,
     /// Replay the kernel's own policy too when it is not among `policies`.
     pub add_kernel_policy: bool,
 }
@@ -70,6 +75,7 @@ impl Default for ReplayOptions {
             decisions: None,
             explain_ts: None,
             delayed_dequeue_ns: None,
+            flips_before_trace: 0,
             add_kernel_policy: true,
         }
     }
@@ -185,6 +191,7 @@ impl ReplayOptions {
             decisions: None,
             explain_ts: None,
             delayed_dequeue_ns: self.delayed_dequeue_ns,
+            flips_before_trace: self.flips_before_trace,
             add_kernel_policy: self.add_kernel_policy,
         }
     }

@@ -193,7 +193,8 @@ impl<'o> Replayer<'o> {
                 last_lock: HashMap::new(),
             });
         }
-        let machine = Machine::new(setup.topo);
+        let mut machine = Machine::new(setup.topo);
+        machine.flips_before_trace = opts.flips_before_trace;
         let mut lookahead = Lookahead::new(opts.lookahead_ns);
         if setup.probes {
             lookahead.expect_probes();

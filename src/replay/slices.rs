@@ -108,7 +108,7 @@ pub fn replay_sliced(
     // there: both keep a phase a warm-up does not rebuild (see state::flips).
     let mut flips = Vec::with_capacity(froms.len());
     let mut schedules = Vec::with_capacity(froms.len());
-    let mut pass = FlipsPass::new(setup.probes);
+    let mut pass = FlipsPass::new(setup.probes, opts.flips_before_trace);
     let mut balancer = Balancer::new(&Machine::new(setup.topo.clone()));
     // Which task each CPU runs: a CPU running its idle task is taken as idle.
     let mut curr = vec![0i32; nr_cpus as usize];

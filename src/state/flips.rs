@@ -36,6 +36,8 @@ pub struct FlipsPass {
     tasks: HashMap<i32, (Flips, bool), BuildHasherDefault<ahash::AHasher>>,
     /// The trace carries selection probes.
     probes: bool,
+    /// The flips of a task first seen other than at its fork (Machine::flips_before_trace).
+    assumed: u32,
     /// Per CPU, with probes: the last sched_waking (waker, wakee, time) while no entry
     /// probe or other event of that CPU has told whether it selected.
     waiting: HashMap<u32, (i32, i32, u64), BuildHasherDefault<ahash::AHasher>>,
@@ -43,10 +45,12 @@ pub struct FlipsPass {
 
 impl FlipsPass {
     /// A pass over a trace known to carry selection probes, or not (then they are
-    /// taken into account from the first one seen).
-    pub fn new(probes: bool) -> FlipsPass {
+    /// taken into account from the first one seen), with `assumed` flips for the tasks
+    /// alive before it.
+    pub fn new(probes: bool, assumed: u32) -> FlipsPass {
         FlipsPass {
             probes,
+            assumed,
             ..FlipsPass::default()
         }
     }
@@ -122,7 +126,7 @@ impl FlipsPass {
     fn task(&mut self, pid: i32, now: u64) -> &mut (Flips, bool) {
         self.tasks.entry(pid).or_insert((
             Flips {
-                flips: 0,
+                flips: self.assumed,
                 decay_ts: now,
                 last_wakee: 0,
             },

@@ -247,6 +247,11 @@ pub struct Machine {
     /// wake_wide's memory of tasks not seen yet, from before the events applied (see
     /// state::flips): a task takes its own when first seen.
     pub earlier_flips: HashMap<i32, super::flips::Flips>,
+    /// The wakee_flips a task has when first seen other than at its fork (alive before
+    /// the trace, or forked by a task that was): 0 unless assumed otherwise. A child
+    /// keeps its parent's for life unless it wakes others, so this reaches every task
+    /// a workload forks from one started before the trace.
+    pub flips_before_trace: u32,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
     /// runqueue or pending wakeups, so that change goes through this type.
@@ -292,6 +297,7 @@ impl Machine {
             repairs: Repairs::default(),
             idle_cores: BTreeMap::new(),
             earlier_flips: HashMap::new(),
+            flips_before_trace: 0,
         }
     }
 
@@ -359,8 +365,10 @@ impl Machine {
     /// The task `pid`, created at `now` on first sight; a non-empty `comm` renames it.
     pub fn task(&mut self, pid: i32, comm: Comm, now: u64) -> &mut TaskState {
         let earlier = &mut self.earlier_flips;
+        let assumed = self.flips_before_trace;
         let t = self.tasks.entry(pid).or_insert_with(|| {
             let mut t = TaskState::new(comm, now);
+            t.wakee_flips = assumed;
             if let Some(f) = earlier.remove(&pid) {
                 (t.wakee_flips, t.wakee_flip_decay_ts, t.last_wakee) =
                     (f.flips, f.decay_ts, f.last_wakee);
@@ -1181,6 +1189,77 @@ mod tests {
             false,
         );
         assert_eq!((t.wakee.target, t.stage), (2, "wake_wide"));
+    }
+
+    /// Tasks first seen other than at their fork were alive before the trace, with
+    /// wakee_flips it cannot show; their children inherit them (dup_task_struct), and
+    /// the cheap pass of the slices assumes the same. Tasks 1 and 2 are first seen
+    /// running; 2 wakes 20 different tasks; 1 forks 10, which wakes no one. When 2 wakes
+    /// 10 (prev CPU 2, an LLC of 4, WF_SYNC, CPU 1 running only the waker): assuming no
+    /// flips before the trace, 10 has 0 < 4, so wake_wide is off and wake_affine_idle
+    /// takes the waker's CPU (sync, one task running). Assuming 5, 10 inherits 5 from 1,
+    /// and 2 has 5 + 20, then 26 once it records 10: slave 5 ≥ 4 and master 26 ≥ 5 · 4,
+    /// so wake_wide keeps 10 on prev.
+    #[test]
+    fn flips_assumed_before_the_trace_reach_the_tasks_forked_from_then() {
+        let fork = Event {
+            ts: 50,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Fork {
+                parent_comm: Comm::from_bytes(b"p"),
+                parent_pid: 1,
+                child_comm: Comm::from_bytes(b"c"),
+                child_pid: 10,
+            },
+        };
+        let events = [
+            switch(0, 0, 0, 0, 1),
+            switch(0, 1, 0, 0, 2),
+            fork,
+            switch(60, 2, 0, 0, 10),
+            switch(70, 2, 10, 1, 3),
+        ];
+        for (assumed, stage, target, flips_10) in
+            [(0, "wake_affine_idle", 1, 0), (5, "wake_wide", 2, 5)]
+        {
+            let mut m = machine(4);
+            m.flips_before_trace = assumed;
+            let mut pass = crate::state::flips::FlipsPass::new(false, assumed);
+            for e in &events[..2] {
+                m.apply(e);
+                pass.apply(e);
+            }
+            for (i, pid) in (200..220).enumerate() {
+                m.record_wakee(2, pid, 10 + i as u64);
+            }
+            for e in &events[2..] {
+                m.apply(e);
+                pass.apply(e);
+            }
+            assert_eq!(m.tasks[&1].wakee_flips, assumed);
+            assert_eq!(m.tasks[&10].wakee_flips, flips_10);
+            assert_eq!(pass.flips()[&10].flips, flips_10, "the pass agrees");
+            let t = choose_target(
+                &mut m,
+                &Waking {
+                    now: 100,
+                    waker_cpu: 1,
+                    waker: 2,
+                    wakee: 10,
+                    prev: 2,
+                    sync: true,
+                    in_task: true,
+                },
+                false,
+            );
+            assert_eq!(m.tasks[&2].wakee_flips, assumed + 21);
+            assert_eq!(
+                (t.wakee.target, t.stage),
+                (target, stage),
+                "assumed {assumed}"
+            );
+        }
     }
 
     /// cpu_util_cfs counts the estimates of the tasks a CPU holds runnable: task 5 runs
