@@ -107,5 +107,7 @@ $bin replay $rig/kernel-sis-stats+noinline/2x4 --policy sis_prop,sis_util,no_lim
     --out reports/data/fleet > /dev/null
 # Each policy model against the rig kernels built with that policy.
 python3 reports/ground_truth.py "$bin"
+# Closed-loop counterfactuals against the rig's captures under the other settings.
+python3 reports/counterfactual.py "$bin"
 
 ls -l reports
