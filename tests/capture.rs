@@ -203,9 +203,10 @@ fn perf_capture_of_hackbench() {
 /// senders + 20 receivers) = 80 workers in each. How often it switches and wakes is not
 /// fixed: it varies from run to run, and perf's per-sample cost changes the load itself
 /// (perf captures have shown 25–30 % fewer switches and wakings than tracefs ones, with no
-/// loss reported). What must agree is the structure: nearly every sched_waking is followed
-/// by its sched_wakeup in both (a backend that dropped events would break the ratio), and
-/// the volumes are of one order.
+/// loss reported, and 3x fewer with the machine busy with other work). What must agree is
+/// the structure: nearly every sched_waking is followed by its sched_wakeup in both (a
+/// backend that dropped events would break the ratio), and switches per waking are of one
+/// order (a backend that dropped one event type would not be).
 #[test]
 #[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
 fn backends_agree_on_the_same_workload() {
@@ -220,10 +221,14 @@ fn backends_agree_on_the_same_workload() {
         rt > 0.97 && rp > 0.97 && (rt - rp).abs() < 0.02,
         "wakeup/waking: tracefs {rt:.4}, perf {rp:.4}"
     );
-    for k in ["sched_switch", "sched_waking", "sched_wakeup"] {
-        let (a, b) = (t[k] as f64, p[k] as f64);
-        assert!(a.max(b) / a.min(b) < 2.0, "{k}: tracefs {a}, perf {b}");
-    }
+    let per_waking = |c: &std::collections::BTreeMap<String, u64>| {
+        c["sched_switch"] as f64 / c["sched_waking"] as f64
+    };
+    let (st, sp) = (per_waking(&t), per_waking(&p));
+    assert!(
+        (0.5..4.0).contains(&st) && (0.5..4.0).contains(&sp) && st.max(sp) / st.min(sp) < 2.0,
+        "switches per waking: tracefs {st:.3}, perf {sp:.3}"
+    );
 }
 
 fn interrupted(signal: i32, backend: &str) {
