@@ -558,3 +558,52 @@ fn equal_timestamps_are_imported_in_causal_order() {
         assert!(out.contains("order      0 events out of"), "{out}");
     }
 }
+
+/// The probe events of `capture --search-latency` survive a bundle: select_task_rq_fair's
+/// and select_idle_cpu's entries and returns come back as written.
+#[test]
+fn probe_events_round_trip() {
+    use sisreplay::trace::{Event, EventKind, SourceInfo};
+    let kinds = [
+        EventKind::SelectEnter {
+            prev_cpu: 1,
+            wake_flags: 0x18,
+        },
+        EventKind::IdleScanEnter { target: 1 },
+        EventKind::IdleScanExit { cpu: -1 },
+        EventKind::SelectExit { cpu: 1 },
+        EventKind::IdleScanEnter { target: 0 },
+        EventKind::IdleScanExit { cpu: 3 },
+    ];
+    let events: Vec<Event> = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| Event {
+            ts: 1_000 + i as u64,
+            cpu: 1,
+            common_pid: 42,
+            kind,
+        })
+        .collect();
+    let info = SourceInfo {
+        nr_cpus: Some(4),
+        ..Default::default()
+    };
+    let mut src = sisreplay::trace::stream::VecSource::new(info, events.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("b");
+    let meta = bundle::write_bundle(
+        &mut src,
+        &dest,
+        ImportOptions {
+            topology: None,
+            source_path: Path::new("probes"),
+            provenance: bundle::Provenance::Import,
+            sched_features: None,
+            progress: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(meta.counts["select_idle_cpu_enter"], 2);
+    assert_eq!(read_all(&mut Bundle::open(&dest).unwrap()), events);
+}

@@ -197,6 +197,10 @@ impl Builders {
             } => select = Some((*prev_cpu, *wake_flags)),
             // The CPU chosen, as sched_wakeup's target_cpu.
             EventKind::SelectExit { cpu } => target = Some(*cpu),
+            // The scan's start and its result, in the same column.
+            EventKind::IdleScanEnter { target: t } | EventKind::IdleScanExit { cpu: t } => {
+                target = Some(*t)
+            }
         }
         self.comm.append_option(task.map(|t| comm_str(t.0)));
         self.pid.append_option(task.map(|t| t.1));

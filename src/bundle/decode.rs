@@ -414,6 +414,12 @@ impl Columns {
             EventType::SelectExit => EventKind::SelectExit {
                 cpu: self.target_cpu.get(i)?,
             },
+            EventType::IdleScanEnter => EventKind::IdleScanEnter {
+                target: self.target_cpu.get(i)?,
+            },
+            EventType::IdleScanExit => EventKind::IdleScanExit {
+                cpu: self.target_cpu.get(i)?,
+            },
         };
         Ok(Event {
             ts: self.ts.get(i)?,

@@ -170,6 +170,10 @@ pub struct SearchLatency {
     pub available: bool,
     /// What was used, or why the search cannot be probed here.
     pub why: String,
+    /// select_idle_cpu is out of line (in available_filter_functions), so its own
+    /// duration can be recorded too; false for bundles from before it was looked for.
+    #[serde(default)]
+    pub idle_scan: bool,
 }
 
 /// What one CPU's buffer delivered and lost during a capture.

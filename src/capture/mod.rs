@@ -195,20 +195,28 @@ pub fn search_latency_support(root: &Path) -> SearchLatency {
     let tracers = std::fs::read_to_string(root.join("available_tracers")).unwrap_or_default();
     let graph = tracers.split_whitespace().any(|t| t == "function_graph");
     let kprobes = root.join("kprobe_events").exists();
-    let traceable = || {
-        tracefs::read_kernel_text(&root.join("available_filter_functions"))
-            .map(|t| {
-                t.lines()
-                    .any(|l| l.split_whitespace().next() == Some(tracefs::PROBED))
+    let functions = std::cell::OnceCell::new();
+    let traceable = |f: &str| {
+        functions
+            .get_or_init(|| {
+                tracefs::read_kernel_text(&root.join("available_filter_functions"))
+                    .unwrap_or_default()
             })
-            .unwrap_or(false)
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(f))
     };
+    let idle_scan = kprobes && traceable(tracefs::IDLE_SCAN);
     let (available, why) = match (kprobes, graph) {
-        (true, _) if traceable() => (
+        (true, _) if traceable(tracefs::PROBED) => (
             true,
             format!(
-                "kprobes on {} (system {})",
+                "kprobes on {}{} (system {})",
                 tracefs::PROBED,
+                if idle_scan {
+                    format!(" and {}", tracefs::IDLE_SCAN)
+                } else {
+                    String::new()
+                },
                 tracefs::PROBE_GROUP
             ),
         ),
@@ -238,6 +246,7 @@ pub fn search_latency_support(root: &Path) -> SearchLatency {
         requested: None,
         available,
         why,
+        idle_scan,
     }
 }
 
@@ -439,8 +448,9 @@ fn with_probes(
         return Ok((None, events));
     };
     let duration = what == SearchProbe::Duration;
-    let probes = tracefs::Probes::create(root, duration)?;
-    events.extend(tracefs::Probes::events(duration));
+    // select_idle_cpu's own time needs its return probe: with durations only.
+    let probes = tracefs::Probes::create(root, duration, duration && search.idle_scan)?;
+    events.extend(probes.events());
     Ok((Some(probes), events))
 }
 
@@ -896,5 +906,31 @@ fn outcome(
         signal: status.signal(),
         wall_s: started.elapsed().as_secs_f64(),
         stopped_by_capture: stopped,
+    }
+}
+
+#[cfg(test)]
+mod support_tests {
+    use super::*;
+
+    /// What `--search-latency` can probe, from a stand-in tracefs: select_task_rq_fair
+    /// alone on a stock kernel (select_idle_cpu inlined), both where select_idle_cpu is
+    /// out of line, nothing without kprobe_events.
+    #[test]
+    fn select_idle_cpu_is_probed_only_where_it_is_a_function() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::write(r.join("kprobe_events"), "").unwrap();
+        let funcs = |f: &str| std::fs::write(r.join("available_filter_functions"), f).unwrap();
+        funcs("select_task_rq_fair\nselect_idle_core.isra.0\n");
+        let s = search_latency_support(r);
+        assert!(s.available && !s.idle_scan, "{s:?}");
+        funcs("select_task_rq_fair\nselect_idle_cpu\n");
+        let s = search_latency_support(r);
+        assert!(s.available && s.idle_scan, "{s:?}");
+        assert!(s.why.contains("select_idle_cpu"), "{}", s.why);
+        std::fs::remove_file(r.join("kprobe_events")).unwrap();
+        let s = search_latency_support(r);
+        assert!(!s.available && !s.idle_scan, "{s:?}");
     }
 }

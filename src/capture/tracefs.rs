@@ -391,17 +391,23 @@ pub const PROBE_GROUP: &str = "sisreplay";
 /// a probe can see. Its arguments are (p, prev_cpu, wake_flags).
 pub const PROBED: &str = "select_task_rq_fair";
 
-/// The registers holding the second and third argument at function entry.
-#[cfg(target_arch = "x86_64")]
-const ARGS: (&str, &str) = ("%si", "%dx");
-#[cfg(target_arch = "aarch64")]
-const ARGS: (&str, &str) = ("%x1", "%x2");
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const ARGS: (&str, &str) = ("$arg2", "$arg3");
+/// The LLC scan, probed too where the kernel keeps it out of line (the rig's `noinline`
+/// patch; inlined into select_task_rq_fair on stock 6.1 and 6.18). Its arguments are
+/// (p, sd, has_idle_core, target).
+pub const IDLE_SCAN: &str = "select_idle_cpu";
 
-/// A kprobe/kretprobe pair on select_task_rq_fair, defined in `kprobe_events` for the
-/// session and removed on drop. The events themselves are enabled like any other, in
-/// the instance or through perf.
+/// The registers holding the second, third and fourth argument at function entry.
+#[cfg(target_arch = "x86_64")]
+const ARGS: (&str, &str, &str) = ("%si", "%dx", "%cx");
+#[cfg(target_arch = "aarch64")]
+const ARGS: (&str, &str, &str) = ("%x1", "%x2", "%x3");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const ARGS: (&str, &str, &str) = ("$arg2", "$arg3", "$arg4");
+
+/// Kprobes on select_task_rq_fair (entry, and return with durations) and, where asked,
+/// on select_idle_cpu (entry and return), defined in `kprobe_events` for the session and
+/// removed on drop. The events themselves are enabled like any other, in the instance
+/// or through perf.
 pub struct Probes {
     file: PathBuf,
     /// The events defined so far.
@@ -410,28 +416,34 @@ pub struct Probes {
 
 impl Probes {
     /// The names of the probe events, with this process's PID so that a dead capture's
-    /// are recognised; the return probe only with `duration`.
-    pub fn names(duration: bool) -> Vec<String> {
+    /// are recognised: select_task_rq_fair's entry, its return with `duration`, and
+    /// select_idle_cpu's entry and return with `idle_scan`.
+    pub fn names(duration: bool, idle_scan: bool) -> Vec<String> {
         let pid = std::process::id();
         let mut v = vec![format!("select_task_rq_enter_{pid}")];
         if duration {
             v.push(format!("select_task_rq_exit_{pid}"));
         }
+        if idle_scan {
+            v.push(format!("select_idle_cpu_enter_{pid}"));
+            v.push(format!("select_idle_cpu_exit_{pid}"));
+        }
         v
     }
 
-    /// The `system/name` of the probe events.
-    pub fn events(duration: bool) -> Vec<String> {
-        Probes::names(duration)
-            .into_iter()
+    /// The `system/name` of the probe events defined.
+    pub fn events(&self) -> Vec<String> {
+        self.names
+            .iter()
             .map(|n| format!("{PROBE_GROUP}/{n}"))
             .collect()
     }
 
-    /// Defines the entry probe, and with `duration` the return probe too.
-    pub fn create(root: &Path, duration: bool) -> Result<Probes, CaptureError> {
+    /// Defines the entry probe, with `duration` the return probe too, and with
+    /// `idle_scan` the pair on select_idle_cpu.
+    pub fn create(root: &Path, duration: bool, idle_scan: bool) -> Result<Probes, CaptureError> {
         let file = root.join("kprobe_events");
-        let names = Probes::names(duration);
+        let names = Probes::names(duration, idle_scan);
         if let Some(n) = names
             .iter()
             .find(|n| root.join("events").join(PROBE_GROUP).join(n).exists())
@@ -446,18 +458,29 @@ impl Probes {
             file,
             names: Vec::new(),
         };
-        let (prev, flags) = ARGS;
-        probes.append(&format!(
+        let (prev, flags, target) = ARGS;
+        let mut lines = vec![format!(
             "p:{PROBE_GROUP}/{} {PROBED} prev_cpu={prev}:s32 wake_flags={flags}:u32",
             names[0]
-        ))?;
-        probes.names.push(names[0].clone());
+        )];
+        let mut rest = names[1..].iter();
         if duration {
-            probes.append(&format!(
-                "r:{PROBE_GROUP}/{} {PROBED} cpu=$retval:s32",
-                names[1]
-            ))?;
-            probes.names.push(names[1].clone());
+            let n = rest.next().expect("named above");
+            lines.push(format!("r:{PROBE_GROUP}/{n} {PROBED} cpu=$retval:s32"));
+        }
+        if idle_scan {
+            let (enter, exit) = (rest.next(), rest.next());
+            let (enter, exit) = (enter.expect("named above"), exit.expect("named above"));
+            lines.push(format!(
+                "p:{PROBE_GROUP}/{enter} {IDLE_SCAN} target={target}:s32"
+            ));
+            lines.push(format!(
+                "r:{PROBE_GROUP}/{exit} {IDLE_SCAN} cpu=$retval:s32"
+            ));
+        }
+        for (line, name) in lines.iter().zip(&names) {
+            probes.append(line)?;
+            probes.names.push(name.clone());
         }
         Ok(probes)
     }
@@ -536,5 +559,52 @@ mod tests {
             Some(crate::trace::EventType::SelectExit)
         );
         assert_eq!(crate::trace::EventType::from_name("sched_switch_12"), None);
+    }
+
+    /// With durations and an out-of-line select_idle_cpu, four probes are defined, in the
+    /// kprobe_events syntax (target is select_idle_cpu's fourth argument), enabled as
+    /// four events of the group, and their names decode as the four probe types; without
+    /// durations only the entry probe of select_task_rq_fair.
+    #[test]
+    fn the_idle_scan_is_probed_where_it_is_out_of_line() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fs::write(r.join("kprobe_events"), "").unwrap();
+        let me = std::process::id();
+        let p = Probes::create(r, true, true).unwrap();
+        let (prev, flags, target) = ARGS;
+        assert_eq!(
+            fs::read_to_string(r.join("kprobe_events")).unwrap(),
+            format!(
+                "p:{PROBE_GROUP}/select_task_rq_enter_{me} select_task_rq_fair prev_cpu={prev}:s32 wake_flags={flags}:u32\n\
+                 r:{PROBE_GROUP}/select_task_rq_exit_{me} select_task_rq_fair cpu=$retval:s32\n\
+                 p:{PROBE_GROUP}/select_idle_cpu_enter_{me} select_idle_cpu target={target}:s32\n\
+                 r:{PROBE_GROUP}/select_idle_cpu_exit_{me} select_idle_cpu cpu=$retval:s32\n"
+            )
+        );
+        use crate::trace::EventType;
+        let types: Vec<_> = p
+            .events()
+            .iter()
+            .map(|e| EventType::from_name(e.strip_prefix("sisreplay/").unwrap()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                EventType::SelectEnter,
+                EventType::SelectExit,
+                EventType::IdleScanEnter,
+                EventType::IdleScanExit
+            ]
+            .map(Some)
+        );
+        std::mem::forget(p);
+        fs::write(r.join("kprobe_events"), "").unwrap();
+        let p = Probes::create(r, false, false).unwrap();
+        assert_eq!(
+            p.events(),
+            vec![format!("sisreplay/select_task_rq_enter_{me}")]
+        );
+        std::mem::forget(p);
     }
 }

@@ -105,6 +105,13 @@ pub struct Observed {
     /// keeps its form; the report's JSON carries it.
     #[serde(skip)]
     pub search_latency_ns: Log2Hist,
+    /// Measured select_idle_cpu calls (its own probes, on kernels that keep it out of
+    /// line); absent from the JSON when the trace has none.
+    #[serde(skip_serializing_if = "IdleScans::is_empty")]
+    pub idle_scans: IdleScans,
+    /// Their durations in ns log2 buckets.
+    #[serde(skip)]
+    pub idle_scan_ns: Log2Hist,
     /// Per task: its wakeups' latency, as `perf sched latency` lists them, the tasks with
     /// the longest single wait first (at most [`TOP`]).
     pub per_task: Vec<TaskLatency>,
@@ -117,6 +124,26 @@ pub struct Observed {
     pub(crate) latencies_ns: Vec<u32>,
     #[serde(skip)]
     pub(crate) search_ns: Vec<u32>,
+    #[serde(skip)]
+    pub(crate) idle_scan_samples: Vec<u32>,
+}
+
+/// The kernel's own LLC scans, as the select_idle_cpu probes timed them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IdleScans {
+    /// select_idle_cpu calls with both an entry and a return seen.
+    pub scans: u64,
+    /// Of those, the ones that returned an idle CPU.
+    pub found: u64,
+    /// Their durations' percentiles (ns).
+    pub ns: Percentiles,
+}
+
+impl IdleScans {
+    /// No scan was timed.
+    pub fn is_empty(&self) -> bool {
+        self.scans == 0
+    }
 }
 
 impl Observed {
@@ -173,6 +200,14 @@ impl Observed {
         self.search_ns.push(ns.min(u32::MAX as u64) as u32);
     }
 
+    /// One select_idle_cpu call the probes timed (ns), and whether it found an idle CPU.
+    pub fn note_idle_scan(&mut self, ns: u64, found: bool) {
+        self.idle_scans.scans += 1;
+        self.idle_scans.found += found as u64;
+        self.idle_scan_ns.add(ns);
+        self.idle_scan_samples.push(ns.min(u32::MAX as u64) as u32);
+    }
+
     /// Adds what a later stretch of the same trace showed, all but the windows (see
     /// replay::slices, which merges those in time order) and `never_ran` (the last
     /// stretch's).
@@ -186,6 +221,10 @@ impl Observed {
         self.search_latency_ns.merge(&later.search_latency_ns);
         self.latencies_ns.extend(later.latencies_ns);
         self.search_ns.extend(later.search_ns);
+        self.idle_scans.scans += later.idle_scans.scans;
+        self.idle_scans.found += later.idle_scans.found;
+        self.idle_scan_ns.merge(&later.idle_scan_ns);
+        self.idle_scan_samples.extend(later.idle_scan_samples);
         for (pid, t) in later.by_task {
             let e = self.by_task.entry(pid).or_insert(TaskLatency {
                 pid,
@@ -222,6 +261,8 @@ impl Observed {
         self.latencies_ns = Vec::new();
         self.search_latency = Percentiles::of(&mut self.search_ns);
         self.search_ns = Vec::new();
+        self.idle_scans.ns = Percentiles::of(&mut self.idle_scan_samples);
+        self.idle_scan_samples = Vec::new();
         let mut tasks: Vec<TaskLatency> = std::mem::take(&mut self.by_task).into_values().collect();
         tasks.sort_by_key(|t| (std::cmp::Reverse(t.max_ns), t.pid));
         tasks.truncate(TOP);

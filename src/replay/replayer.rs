@@ -154,6 +154,8 @@ pub struct Replayer<'o> {
     /// Remote wakeups decided but not yet queued to their CPU (when, which task, which
     /// CPU): the search that chose the CPU takes the kernel policy's modelled time.
     queueing: Vec<(u64, i32, u32)>,
+    /// Per CPU, the entry of a select_idle_cpu call whose return is still to come.
+    idle_scan_from: Vec<Option<u64>>,
     /// The stretch counted; the whole trace by default.
     stretch: Stretch,
     /// False during a slice's warm-up: decisions are taken but not counted or observed.
@@ -222,6 +224,7 @@ impl<'o> Replayer<'o> {
             observers,
             hint_arm,
             queueing: Vec::new(),
+            idle_scan_from: Vec::new(),
             stretch: Stretch::default(),
             counting: true,
             repairs_before: Repairs::default(),
@@ -383,6 +386,23 @@ impl<'o> Replayer<'o> {
         }
         match &e.kind {
             EventKind::Waking(w) => self.on_waking(&e, w)?,
+            EventKind::IdleScanEnter { .. } => {
+                let c = e.cpu as usize;
+                if c >= self.idle_scan_from.len() {
+                    self.idle_scan_from.resize(c + 1, None);
+                }
+                self.idle_scan_from[c] = Some(now);
+            }
+            EventKind::IdleScanExit { cpu } => {
+                if let Some(from) = self
+                    .idle_scan_from
+                    .get_mut(e.cpu as usize)
+                    .and_then(Option::take)
+                {
+                    self.observed
+                        .note_idle_scan(now.saturating_sub(from), *cpu >= 0);
+                }
+            }
             EventKind::Migrate {
                 orig_cpu, dest_cpu, ..
             } if *orig_cpu >= 0 && *dest_cpu >= 0 => {

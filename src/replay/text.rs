@@ -119,6 +119,9 @@ fn probes(o: &mut String, r: &ReplayResult) {
             sl.p99 as f64 / 1e3
         );
     }
+    if let Some(s) = crate::report::search_time::idle_scan_sentence(r) {
+        let _ = writeln!(o, "{}", crate::report::text::fit(&format!("  {s}")));
+    }
     if let Some(f) = &r.search_fit {
         let _ = writeln!(
             o,

@@ -109,6 +109,9 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
                 sl.p99 as f64 / 1e3
             );
         }
+        if let Some(s) = super::search_time::idle_scan_sentence(r) {
+            let _ = writeln!(o, "{}", super::text::fit(&format!("    {s}")));
+        }
         if let Some(fit) = &r.search_fit {
             let _ = writeln!(
                 o,

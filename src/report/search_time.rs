@@ -106,6 +106,51 @@ pub fn fit_sentence(f: &Fit) -> String {
     }
 }
 
+/// The kernel's own LLC scans (select_idle_cpu's probes) beside the kernel policy's
+/// modelled ones, in one sentence; None when the trace has no such probes. A modelled
+/// scan is a search that probed n ≥ 1 runqueues, costing entry + n·probe ns.
+pub fn idle_scan_sentence(replay: &ReplayResult) -> Option<String> {
+    let k = &replay.observed.idle_scans;
+    if k.is_empty() {
+        return None;
+    }
+    let mut s = format!(
+        "measured select_idle_cpu: {} calls, {:.1} % found an idle CPU, p50 {} ns, p99 {} ns",
+        k.scans,
+        100.0 * k.found as f64 / k.scans as f64,
+        k.ns.p50,
+        k.ns.p99
+    );
+    let model = replay
+        .policies
+        .iter()
+        .find(|p| p.policy == replay.as_kernel);
+    if let Some(p) = model {
+        let tm = &replay.time_model;
+        let scans: u64 = p.probed.iter().skip(1).sum();
+        let at = |q: f64| {
+            let rank = ((q * scans as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (n, &c) in p.probed.iter().enumerate().skip(1) {
+                seen += c;
+                if seen >= rank {
+                    return tm.entry_ns + n as u64 * tm.probe_ns;
+                }
+            }
+            0
+        };
+        if scans > 0 {
+            s += &format!(
+                "; {}'s modelled scans: {scans}, p50 {} ns, p99 {} ns",
+                p.policy,
+                at(0.5),
+                at(0.99)
+            );
+        }
+    }
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

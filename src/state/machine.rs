@@ -633,9 +633,11 @@ impl Machine {
                 *d = d.saturating_sub(1);
                 Change::None
             }
-            EventKind::Waking(_) | EventKind::SelectEnter { .. } | EventKind::SelectExit { .. } => {
-                Change::None
-            }
+            EventKind::Waking(_)
+            | EventKind::SelectEnter { .. }
+            | EventKind::SelectExit { .. }
+            | EventKind::IdleScanEnter { .. }
+            | EventKind::IdleScanExit { .. } => Change::None,
         }
     }
 

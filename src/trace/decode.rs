@@ -47,6 +47,7 @@ enum Layout {
     Softirq(EventType, Loc),
     SelectEnter(Loc, Loc),
     SelectExit(Loc),
+    IdleScan(EventType, Loc),
 }
 
 /// What a record turned out to be.
@@ -150,6 +151,8 @@ fn layout_for(fmt: &EventFormat, t: EventType) -> Result<Layout, MissingField> {
         EventType::SoftirqEntry | EventType::SoftirqExit => Layout::Softirq(t, f("vec")?),
         EventType::SelectEnter => Layout::SelectEnter(f("prev_cpu")?, f("wake_flags")?),
         EventType::SelectExit => Layout::SelectExit(f("cpu")?),
+        EventType::IdleScanEnter => Layout::IdleScan(t, f("target")?),
+        EventType::IdleScanExit => Layout::IdleScan(t, f("cpu")?),
     })
 }
 
@@ -391,6 +394,14 @@ impl Decoder {
             Layout::SelectExit(cpu) => EventKind::SelectExit {
                 cpu: self.i32(data, *cpu)?,
             },
+            Layout::IdleScan(t, at) => {
+                let v = self.i32(data, *at)?;
+                if *t == EventType::IdleScanEnter {
+                    EventKind::IdleScanEnter { target: v }
+                } else {
+                    EventKind::IdleScanExit { cpu: v }
+                }
+            }
         };
         Ok(Decoded::Known { common_pid, kind })
     }

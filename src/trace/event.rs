@@ -167,6 +167,17 @@ pub enum EventKind {
         /// The CPU select_task_rq_fair returned.
         cpu: i32,
     },
+    /// Entry of select_idle_cpu, the LLC scan, from the kprobe `--search-latency`
+    /// installs where the kernel has it out of line (the rig's `noinline` patch).
+    IdleScanEnter {
+        /// The `target` argument: where the scan starts (it walks from target + 1).
+        target: i32,
+    },
+    /// Return of select_idle_cpu (kretprobe): the idle CPU found, or -1.
+    IdleScanExit {
+        /// What select_idle_cpu returned.
+        cpu: i32,
+    },
 }
 
 /// Every event kind the model knows, in a fixed order used for counts and columns.
@@ -199,11 +210,15 @@ pub enum EventType {
     SelectEnter,
     /// The kretprobe on select_task_rq_fair return (`sisreplay:select_task_rq_exit_<pid>`).
     SelectExit,
+    /// The kprobe on select_idle_cpu entry (`sisreplay:select_idle_cpu_enter_<pid>`).
+    IdleScanEnter,
+    /// The kretprobe on select_idle_cpu return (`sisreplay:select_idle_cpu_exit_<pid>`).
+    IdleScanExit,
 }
 
 impl EventType {
     /// Every type, in declaration order: `ALL[t.index()] == t`.
-    pub const ALL: [EventType; 13] = [
+    pub const ALL: [EventType; 15] = [
         EventType::SchedSwitch,
         EventType::SchedWaking,
         EventType::SchedWakeup,
@@ -217,6 +232,8 @@ impl EventType {
         EventType::SoftirqExit,
         EventType::SelectEnter,
         EventType::SelectExit,
+        EventType::IdleScanEnter,
+        EventType::IdleScanExit,
     ];
 
     /// The tracepoint's name, without its system.
@@ -235,6 +252,8 @@ impl EventType {
             EventType::SoftirqExit => "softirq_exit",
             EventType::SelectEnter => "select_task_rq_enter",
             EventType::SelectExit => "select_task_rq_exit",
+            EventType::IdleScanEnter => "select_idle_cpu_enter",
+            EventType::IdleScanExit => "select_idle_cpu_exit",
         }
     }
 
@@ -246,7 +265,10 @@ impl EventType {
             | EventType::SoftirqEntry
             | EventType::SoftirqExit => "irq",
             // The kprobe group capture creates.
-            EventType::SelectEnter | EventType::SelectExit => "sisreplay",
+            EventType::SelectEnter
+            | EventType::SelectExit
+            | EventType::IdleScanEnter
+            | EventType::IdleScanExit => "sisreplay",
             _ => "sched",
         }
     }
@@ -257,9 +279,14 @@ impl EventType {
         let probe = |n: &str| -> Option<EventType> {
             let (base, pid) = n.rsplit_once('_')?;
             (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
-            [EventType::SelectEnter, EventType::SelectExit]
-                .into_iter()
-                .find(|t| t.name() == base)
+            [
+                EventType::SelectEnter,
+                EventType::SelectExit,
+                EventType::IdleScanEnter,
+                EventType::IdleScanExit,
+            ]
+            .into_iter()
+            .find(|t| t.name() == base)
         };
         EventType::ALL
             .into_iter()
@@ -290,6 +317,8 @@ impl EventKind {
             EventKind::SoftirqExit { .. } => EventType::SoftirqExit,
             EventKind::SelectEnter { .. } => EventType::SelectEnter,
             EventKind::SelectExit { .. } => EventType::SelectExit,
+            EventKind::IdleScanEnter { .. } => EventType::IdleScanEnter,
+            EventKind::IdleScanExit { .. } => EventType::IdleScanExit,
         }
     }
 }

@@ -305,6 +305,12 @@ fn parse_body(t: EventType, body: &str) -> Option<EventKind> {
         EventType::SelectExit => EventKind::SelectExit {
             cpu: num(fields(body, &["cpu"])?[0])?,
         },
+        EventType::IdleScanEnter => EventKind::IdleScanEnter {
+            target: num(fields(body, &["target"])?[0])?,
+        },
+        EventType::IdleScanExit => EventKind::IdleScanExit {
+            cpu: num(fields(body, &["cpu"])?[0])?,
+        },
     })
 }
 
@@ -643,6 +649,18 @@ mod tests {
             Some(EventKind::SelectExit { cpu: 2 })
         );
         // A flags value that is neither hex nor decimal is not an event.
+        let enter = "       hackbench-283     [003] d..3.    61.771840: select_idle_cpu_enter_77: (select_idle_cpu+0x0/0x2f0) target=5";
+        let l = split_line(enter).unwrap();
+        assert_eq!(
+            parse_body(EventType::from_name(l.event).unwrap(), l.body),
+            Some(EventKind::IdleScanEnter { target: 5 })
+        );
+        let exit = "       hackbench-283     [003] d..3.    61.771849: select_idle_cpu_exit_77: (select_task_rq_fair+0x1c4/0x5f0 <- select_idle_cpu) cpu=-1";
+        let l = split_line(exit).unwrap();
+        assert_eq!(
+            parse_body(EventType::from_name(l.event).unwrap(), l.body),
+            Some(EventKind::IdleScanExit { cpu: -1 })
+        );
         let bad = "x-1 [000] d..3. 1.000001: select_task_rq_enter: (f) prev_cpu=1 wake_flags=0xzz";
         let l = split_line(bad).unwrap();
         assert_eq!(parse_body(EventType::SelectEnter, l.body), None);
