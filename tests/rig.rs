@@ -278,6 +278,19 @@ fn rig_script_check_builds_a_working_initramfs() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown topology 3x3"));
+    // So is a workload it does not have, naming those it has.
+    let o = std::process::Command::new("bash")
+        .arg(format!("{root}/traces/rig/rig.sh"))
+        .args(["--check", "--workloads", "pingpong-1pair,schbench"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown workload schbench"), "{err}");
+    assert!(
+        err.contains("pingpong-1pair") && err.contains("periodic-4tasks"),
+        "{err}"
+    );
 }
 
 /// The kernel-build mode's --check, never the build: Debian's linux-source-6.1 and
