@@ -37,7 +37,7 @@ SETS = [
     ("2x4x2-numa", "2x4x2-numa, Debian 6.1 packaged", ["sis_util", "no_limit", "sis_prop"]),
     ("kernel-6.12-sis-stats+noinline/2x4", "2x4, 6.12 sis-stats+noinline", ["sis_util", "no_limit"]),
 ]
-WORKLOADS = ["hackbench", "pingpong"]
+WORKLOADS = ["hackbench", "pingpong", "pingpong-1pair", "pingpong-2pairs", "pingpong-3pairs", "hackbench-g1-f2", "hackbench-g2-f2", "periodic-4tasks", "periodic-8tasks", "periodic-12tasks", "periodic-16tasks"]
 POLICY = {"sis_util": "sis_util", "no_limit": "no_limit", "sis_prop": "sis_prop"}
 NAME = {"sis_util": "SIS_UTIL", "no_limit": "NO_SIS_UTIL", "sis_prop": "SIS_PROP"}
 SAME = 0.05

@@ -10,6 +10,11 @@
 #                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
 #                     [--kernel NAME]
 #
+# --workloads takes any of: hackbench (4 groups, saturating the 8 CPUs of 2x4), pingpong
+# (4 pairs), pingpong-1pair, -2pairs, -3pairs, hackbench-g1-f2, hackbench-g2-f2,
+# periodic-4tasks, -8tasks, -12tasks, -16tasks (the lighter loads; see `workloads` below).
+# The default is hackbench,pingpong.
+#
 # Needs root (apt-get) the first time; the kernel and its modules are cached in
 # target/rig-cache/. --check validates the inputs (packages, kernel, binary, topology)
 # and builds the initramfs without booting.
@@ -60,8 +65,28 @@ settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "si
 # patching, which TCG gets wrong while other vCPUs run the patched code (an oops in
 # try_to_wake_up was seen): capture arms them before the workload starts and disarms
 # them after it has been stopped, and the loads stay bounded.
+#
+# The lighter loads, where the idle search itself decides, take the entry probe only, as
+# ping-pong does. Measured busy on the sis-stats kernel's 2x4 captures, the capture's own
+# 2-7 % included (hackbench 86-91 %, pingpong 23-29 %): pingpong-1pair, -2pairs and
+# -3pairs 16-18, 20-25 and 23-31 %; hackbench-g1-f2 and -g2-f2, one and two groups of 2
+# fds (4 and 8 tasks; one group of the default 20 fds keeps the CPUs 98 % busy), 30-40
+# and 63-70 %; periodic-Ntasks, N tasks that each sleep 2 ms and run 2 ms (`periodic`,
+# below) like schbench's workers, 24-25, 41-45, 54-57 and 60-67 % for N = 4, 8, 12, 16
+# (under TCG a task ran about 5 ms at a time and woke every 12 ms, in the traces). Each
+# outlasts the capture, which stops it.
+pipes() { echo "sh -c 'for i in $(seq -s ' ' "$1"); do perf bench sched pipe -l 1000000 > /dev/null & done; wait'"; }
 workloads=("hackbench:duration:hackbench -g 4 -l 40"
-           "pingpong:flags:sh -c 'for i in 1 2 3 4; do perf bench sched pipe -l 30000 > /dev/null & done; wait'")
+           "pingpong:flags:sh -c 'for i in 1 2 3 4; do perf bench sched pipe -l 30000 > /dev/null & done; wait'"
+           "pingpong-1pair:flags:$(pipes 1)"
+           "pingpong-2pairs:flags:$(pipes 2)"
+           "pingpong-3pairs:flags:$(pipes 3)"
+           "hackbench-g1-f2:flags:hackbench -g 1 -f 2 -l 100000"
+           "hackbench-g2-f2:flags:hackbench -g 2 -f 2 -l 50000"
+           "periodic-4tasks:flags:periodic 4 2 2"
+           "periodic-8tasks:flags:periodic 8 2 2"
+           "periodic-12tasks:flags:periodic 12 2 2"
+           "periodic-16tasks:flags:periodic 16 2 2")
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -76,10 +101,14 @@ while [ $# -gt 0 ]; do
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
+done
+for w in ${only_workloads//,/ }; do
+    printf '%s\n' "${workloads[@]%%:*}" | grep -qx -- "$w" ||
+        { echo "rig.sh: unknown workload $w ($(printf '%s\n' "${workloads[@]%%:*}" | paste -sd ' '))" >&2; exit 2; }
 done
 [ "$backends" = both ] && backends="tracefs perf"
 for b in $backends; do
@@ -159,6 +188,28 @@ copy_with_libs() {
 copy_with_libs "$bin"
 copy_with_libs "$(command -v hackbench)"
 copy_with_libs "$(command -v perf)"
+# periodic TASKS SLEEP_MS RUN_MS: TASKS loops, each sleeping SLEEP_MS (a read timing out
+# on a FIFO no one writes, so no sleep process is forked) and then spinning RUN_MS of wall
+# time (so a preempted task does not run longer), until killed.
+cat > "$rd/usr/bin/periodic" << 'EOF_PERIODIC'
+#!/bin/sh
+n=$1; sleep_s=$(($2 / 1000)).$(printf %03d $(($2 % 1000))); run_us=$(($3 * 1000))
+[ -p /tmp/periodic.fifo ] || mkfifo /tmp/periodic.fifo
+task() {
+    exec 3<> /tmp/periodic.fifo
+    while :; do
+        read -t "$sleep_s" x <&3
+        t=$EPOCHREALTIME; now=$((${t%.*} * 1000000 + 1${t#*.} - 1000000)); end=$((now + run_us))
+        while [ $now -lt $end ]; do
+            t=$EPOCHREALTIME; now=$((${t%.*} * 1000000 + 1${t#*.} - 1000000))
+        done
+    done
+}
+i=0
+while [ $i -lt "$n" ]; do task & i=$((i + 1)); done
+wait
+EOF_PERIODIC
+chmod +x "$rd/usr/bin/periodic"
 [ -n "$kernel" ] || for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_legacy_dev \
          virtio/virtio_pci_modern_dev virtio/virtio_pci block/virtio_blk; do
     f=$(ls "$moddir/drivers/$m.ko"* 2>/dev/null | head -1)
@@ -208,7 +259,7 @@ done
                 echo "for f in $feats; do has \${f#NO_} && echo \$f > \$F; done"
                 echo "echo \"rig: $bundle: \$(cat \$F | tr ' ' '\n' | grep SIS_ | tr '\n' ' ')\""
                 echo "sisreplay capture --backend $b $probe_arg --duration ${seconds}s --buffer-kb 16384 -o /out/$bundle -- $wcmd > /out/$bundle.log 2>&1 || echo \"rig: $bundle failed\""
-                echo "killall -q perf hackbench; tail -3 /out/$bundle.log"
+                echo "killall -q perf hackbench periodic; tail -3 /out/$bundle.log"
                 [ -z "$on" ] || echo "else echo \"rig: $bundle skipped: the kernel has no ${on% }\"; fi"
             done
         done
@@ -225,7 +276,7 @@ if [ $check = 1 ]; then
     # The guest runs these: each must be in the initramfs and start there.
     mods=modules/virtio_blk.ko
     [ -z "$kernel" ] || mods=
-    for f in init usr/bin/sisreplay usr/bin/hackbench usr/bin/perf bin/busybox $mods; do
+    for f in init usr/bin/sisreplay usr/bin/hackbench usr/bin/perf usr/bin/periodic bin/busybox $mods; do
         [ -e "$rd/$f" ] || { echo "rig.sh: --check: $f missing from the initramfs" >&2; exit 1; }
     done
     chroot "$rd" /usr/bin/sisreplay --version > /dev/null ||
