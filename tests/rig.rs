@@ -39,6 +39,31 @@ fn kernel_fidelity(r: &ReplayResult) -> &sisreplay::metrics::Fidelity {
         .unwrap()
 }
 
+/// The SIS counters of the traced kernel's own policy on its trace.
+fn kernel_counters(r: &ReplayResult) -> &sisreplay::wakeup::sis::SisCounters {
+    &r.policies
+        .iter()
+        .find(|p| p.policy == r.as_kernel)
+        .unwrap()
+        .counters
+}
+
+/// The model's searches within `tol` (a fraction) of the kernel's own count.
+fn assert_searches_close(
+    name: &str,
+    model: &sisreplay::wakeup::sis::SisCounters,
+    kernel: &sisreplay::wakeup::sis::SisCounters,
+    tol: f64,
+) {
+    let off = (model.search as f64 - kernel.search as f64).abs() / kernel.search as f64;
+    assert!(
+        off < tol,
+        "{name}: {} searches modelled, {} measured",
+        model.search,
+        kernel.search
+    );
+}
+
 /// Minimum agreement per topology and workload, a little under what was measured:
 /// ping-pong pairs 96.9-99.0 % (perf backend 94.1 %), hackbench 93.6-95.5 % on the NUMA
 /// guest (since load moved at wakeup migration stays on the old CPU until its next
@@ -407,20 +432,9 @@ fn kernel_sis_counters_beside_the_model() {
             assert_eq!((m.version, m.fields, m.cpus), (18, 17, 8), "{name}");
             let r = replay_bundle(&p, &[]);
             assert_eq!(r.as_kernel, setting, "{name}");
-            let k = &r
-                .policies
-                .iter()
-                .find(|x| x.policy == r.as_kernel)
-                .unwrap()
-                .counters;
+            let k = kernel_counters(&r);
             let km = &m.counters;
-            let off = (k.search as f64 - km.search as f64).abs() / km.search as f64;
-            assert!(
-                off < 0.005,
-                "{name}: {} modelled, {} measured",
-                k.search,
-                km.search
-            );
+            assert_searches_close(&name, k, km, 0.005);
             // No SMT on 2x4: no idle-core search.
             assert_eq!((km.core_search, k.core_search), (0, 0), "{name}");
             let per = |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
@@ -478,20 +492,9 @@ fn lighter_loads_beside_the_kernels_counters() {
                     f.agreement_pct()
                 );
                 assert!(f.agree > f.always_prev, "{name}");
-                let k = &r
-                    .policies
-                    .iter()
-                    .find(|x| x.policy == r.as_kernel)
-                    .unwrap()
-                    .counters;
+                let k = kernel_counters(&r);
                 let km = &m.counters;
-                let off = (k.search as f64 - km.search as f64).abs() / km.search as f64;
-                assert!(
-                    off < 0.01,
-                    "{name}: {} modelled, {} measured",
-                    k.search,
-                    km.search
-                );
+                assert_searches_close(&name, k, km, 0.01);
                 let per =
                     |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
                 assert!(
@@ -520,19 +523,8 @@ fn sis_util_v3_kernel_is_replayed_with_the_v3_model() {
         let m = kernel_sis::measured(&meta).unwrap();
         let r = replay_bundle(&p, &[]);
         assert_eq!(r.as_kernel, "sis_util_v3", "{workload}");
-        let k = &r
-            .policies
-            .iter()
-            .find(|x| x.policy == r.as_kernel)
-            .unwrap()
-            .counters;
-        let off = (k.search as f64 - m.counters.search as f64).abs() / m.counters.search as f64;
-        assert!(
-            off < 0.005,
-            "{workload}: {} vs {}",
-            k.search,
-            m.counters.search
-        );
+        let k = kernel_counters(&r);
+        assert_searches_close(workload, k, &m.counters, 0.005);
         assert!(kernel_fidelity(&r).agreement_pct() >= 95.0, "{workload}");
     }
 }
@@ -563,20 +555,9 @@ fn kernel_6_12_sis_counters_beside_the_model() {
             let r = replay_bundle(&p, &[]);
             assert_eq!(r.as_kernel, setting, "{name}");
             assert_eq!(r.probed_selections, r.replayed, "{name}");
-            let k = &r
-                .policies
-                .iter()
-                .find(|x| x.policy == r.as_kernel)
-                .unwrap()
-                .counters;
+            let k = kernel_counters(&r);
             let km = &m.counters;
-            let off = (k.search as f64 - km.search as f64).abs() / km.search as f64;
-            assert!(
-                off < 0.005,
-                "{name}: {} modelled, {} measured",
-                k.search,
-                km.search
-            );
+            assert_searches_close(&name, k, km, 0.005);
             let per = |k: &sisreplay::wakeup::sis::SisCounters| k.scanned as f64 / k.search as f64;
             assert!(
                 (per(k) - per(km)).abs() < 0.1,
