@@ -16,6 +16,10 @@ pub const EXIT_DEAD: i64 = 0x10;
 /// sched_switch prev_state of a task that exited and awaits its parent: EXIT_ZOMBIE, `Z`.
 pub const EXIT_ZOMBIE: i64 = 0x20;
 
+/// softirq_entry's vec of SCHED_SOFTIRQ: run_rebalance_domains, the periodic (and
+/// tickless idle) load balance (include/linux/interrupt.h).
+pub const SCHED_SOFTIRQ: u32 = 7;
+
 /// sysctl_sched_migration_cost (ns): a task that ran more recently is cache hot, and an
 /// rq whose avg_idle is below it skips newidle balance. avg_idle starts at twice it.
 pub const MIGRATION_COST_NS: u64 = 500_000;

@@ -256,7 +256,7 @@ impl<'o> Replayer<'o> {
 
     /// When each LLC group balances next, from a pass over the events before the first
     /// this replay is given (see [`Balancer::advance`]).
-    pub fn balance_schedule(mut self, next: &[Option<u64>]) -> Self {
+    pub fn balance_schedule(mut self, next: &crate::wakeup::balance::Schedule) -> Self {
         self.balancer.set_schedule(next);
         self
     }
@@ -383,6 +383,15 @@ impl<'o> Replayer<'o> {
         if self.balancer.due(now) {
             let policies = self.arms.iter_mut().map(|a| &mut a.policy).collect();
             self.balancer.tick(&mut self.machine, policies, now);
+        }
+        if let EventKind::SoftirqEntry {
+            vec: crate::abi::SCHED_SOFTIRQ,
+        } = e.kind
+        {
+            // run_rebalance_domains: the periodic balance, when the trace shows it.
+            let policies = self.arms.iter_mut().map(|a| &mut a.policy).collect();
+            self.balancer
+                .softirq(&mut self.machine, policies, e.cpu, now);
         }
         match &e.kind {
             EventKind::Waking(w) => self.on_waking(&e, w)?,

@@ -115,7 +115,14 @@ pub fn replay_sliced(
     let mut at = 0;
     for &from in &froms {
         for e in &events[at.min(from)..from] {
-            balancer.advance(e.ts, |c| curr.get(c as usize).is_none_or(|&p| p == 0));
+            let idle = |c: u32| curr.get(c as usize).is_none_or(|&p| p == 0);
+            balancer.advance(e.ts, idle);
+            if let EventKind::SoftirqEntry {
+                vec: crate::abi::SCHED_SOFTIRQ,
+            } = e.kind
+            {
+                balancer.sched_softirq(e.cpu, e.ts, idle);
+            }
             if let EventKind::Switch { next_pid, .. } = e.kind {
                 if let Some(c) = curr.get_mut(e.cpu as usize) {
                     *c = next_pid;

@@ -30,12 +30,22 @@ struct Group {
     next: Option<u64>,
 }
 
+/// When each group balances next, and whether the trace's own SCHED_SOFTIRQs say when
+/// balances run (then the modelled schedule only says which are due).
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    next: Vec<Option<u64>>,
+    trace_driven: bool,
+}
+
 /// The schedule of every LLC's periodic balances, and the caploads the last one computed.
 pub struct Balancer {
     llcs: Vec<(u32, Vec<u32>)>,
     groups: Vec<Group>,
     /// The soonest of the groups' `next`: callers check it per event before anything else.
     earliest: u64,
+    /// The trace shows run_rebalance_domains (softirq SCHED): balances run there only.
+    trace_driven: bool,
     /// Every CPU's capload after the last balance (0..1023).
     pub caploads: Vec<u32>,
 }
@@ -89,27 +99,62 @@ impl Balancer {
             llcs,
             groups,
             earliest: 0,
+            trace_driven: false,
             caploads: vec![1023; m.topo.nr_cpus as usize],
         }
     }
 
-    /// Whether some group's balance is due at `now` (cheap, for every event).
+    /// Whether some group's balance is due at `now` on the modelled schedule (cheap, for
+    /// every event); never once the trace shows when balances run.
     pub fn due(&self, now: u64) -> bool {
-        now >= self.earliest
+        !self.trace_driven && now >= self.earliest
     }
 
     /// When each group balances next: what a replay starting partway through the trace
     /// takes over (see [`Balancer::set_schedule`]).
-    pub fn schedule(&self) -> Vec<Option<u64>> {
-        self.groups.iter().map(|g| g.next).collect()
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            next: self.groups.iter().map(|g| g.next).collect(),
+            trace_driven: self.trace_driven,
+        }
     }
 
     /// Takes over a schedule another balancer kept over the events before these.
-    pub fn set_schedule(&mut self, next: &[Option<u64>]) {
-        for (g, n) in self.groups.iter_mut().zip(next) {
+    pub fn set_schedule(&mut self, s: &Schedule) {
+        for (g, n) in self.groups.iter_mut().zip(&s.next) {
             g.next = *n;
         }
+        self.trace_driven = s.trace_driven;
         self.earliest = self.groups.iter().filter_map(|g| g.next).min().unwrap_or(0);
+    }
+
+    /// Whether group `gi` is due at `now` (its first balance one interval after the
+    /// start, as a domain's last_balance starts when it is built, the groups' phases
+    /// spread over the busy interval, as a long-running busy machine's have drifted
+    /// apart); if so its next balance is scheduled: the LLC's weight in ms on, 16 times
+    /// that when the group has no idle CPU.
+    fn take_due(&mut self, gi: usize, now: u64, is_idle: &impl Fn(u32) -> bool) -> bool {
+        let weight = self.llcs[self.groups[gi].llc].1.len() as u64;
+        let interval = weight * 1_000_000;
+        let g = &mut self.groups[gi];
+        let due = *g
+            .next
+            .get_or_insert(now + interval + BUSY_FACTOR * interval * g.index / g.of.max(1));
+        if now < due {
+            return false;
+        }
+        let busy = !g.cpus.iter().any(|&c| is_idle(c));
+        g.next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
+        true
+    }
+
+    fn refresh_earliest(&mut self) {
+        self.earliest = self
+            .groups
+            .iter()
+            .filter_map(|g| g.next)
+            .min()
+            .unwrap_or(u64::MAX);
     }
 
     /// Keeps the schedule alone, as [`Balancer::tick`] moves it, with `is_idle` telling
@@ -119,78 +164,92 @@ impl Balancer {
             return;
         }
         for gi in 0..self.groups.len() {
-            let weight = self.llcs[self.groups[gi].llc].1.len() as u64;
-            let interval = weight * 1_000_000;
-            let g = &mut self.groups[gi];
-            let due = *g
-                .next
-                .get_or_insert(now + interval + BUSY_FACTOR * interval * g.index / g.of.max(1));
-            if now < due {
-                continue;
-            }
-            let busy = !g.cpus.iter().any(|&c| is_idle(c));
-            g.next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
+            self.take_due(gi, now, &is_idle);
         }
-        self.earliest = self
-            .groups
-            .iter()
-            .filter_map(|g| g.next)
-            .min()
-            .unwrap_or(u64::MAX);
+        self.refresh_earliest();
     }
 
-    /// Runs every balance due at `now`, telling each policy.
-    pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
+    /// The groups a SCHED softirq on `cpu` at `now` balances, their schedule moved on:
+    /// run_rebalance_domains balances `cpu`'s own group when it is due, and, run by the
+    /// idle-balance CPU, the groups whose CPUs are all idle (tickless, balanced on their
+    /// behalf) when they are due. From the first such softirq on, balances run only
+    /// where the trace shows them.
+    pub fn sched_softirq(
+        &mut self,
+        cpu: u32,
+        now: u64,
+        is_idle: impl Fn(u32) -> bool,
+    ) -> Vec<usize> {
+        self.trace_driven = true;
+        let mut due = Vec::new();
         for gi in 0..self.groups.len() {
-            let llc = self.groups[gi].llc;
-            let weight = self.llcs[llc].1.len() as u64;
-            let interval = weight * 1_000_000;
-            let g = &mut self.groups[gi];
-            // The first balance comes one interval after the start, as a domain's
-            // last_balance starts when it is built (statistics of PELT signals that have
-            // only begun to accrue would mislead SIS_UTIL); the groups' phases are spread
-            // over the busy interval, as a long-running busy machine's have drifted
-            // apart: its LLC is then refreshed every 16 * weight / groups ms.
-            let due = *g
-                .next
-                .get_or_insert(now + interval + BUSY_FACTOR * interval * g.index / g.of.max(1));
-            if now < due {
-                continue;
-            }
-            let busy = !self.groups[gi].cpus.iter().any(|&c| m.is_idle(c));
-            self.groups[gi].next = Some(now + interval * if busy { BUSY_FACTOR } else { 1 });
-            // run_rebalance_domains updates the blocked averages of the balancing CPU
-            // only (update_blocked_averages(this_cpu)); the others' signals are read as
-            // their last update left them, and so is what their removed load still
-            // holds.
-            let (llc_id, cpus) = &self.llcs[llc];
-            for &c in &self.groups[gi].cpus {
-                m.refresh(c, now);
-            }
-            let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
-            let seen = LlcBalance {
-                weight: cpus.len() as u32,
-                sum_util: cpus.iter().map(|&c| m.cpu_util(c)).sum(),
-                idle_cpus: idle,
-            };
-            let max_cap = (0..m.topo.nr_cpus)
-                .map(|c| m.capacity(c))
-                .max()
-                .unwrap_or(1024);
-            for (c, cl) in self.caploads.iter_mut().enumerate() {
-                *cl = crate::policy::cas::capload(m.capacity(c as u32), 1024.max(max_cap));
-            }
-            for p in policies.iter_mut() {
-                p.on_llc_balance(*llc_id, &seen);
-                p.on_capacities(&self.caploads, now);
+            let g = &self.groups[gi];
+            let on_behalf = g.cpus.iter().all(|&c| c != cpu && is_idle(c));
+            if (g.cpus.contains(&cpu) || on_behalf) && self.take_due(gi, now, &is_idle) {
+                due.push(gi);
             }
         }
-        self.earliest = self
-            .groups
-            .iter()
-            .filter_map(|g| g.next)
-            .min()
-            .unwrap_or(u64::MAX);
+        due
+    }
+
+    /// Runs every balance due at `now` on the modelled schedule, telling each policy.
+    pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
+        for gi in 0..self.groups.len() {
+            if self.take_due(gi, now, &|c| m.is_idle(c)) {
+                self.balance(gi, m, &mut policies, now);
+            }
+        }
+        self.refresh_earliest();
+    }
+
+    /// Runs the balances of a SCHED softirq on `cpu` (see [`Balancer::sched_softirq`]).
+    pub fn softirq(
+        &mut self,
+        m: &mut Machine,
+        mut policies: Vec<&mut Box<dyn Policy>>,
+        cpu: u32,
+        now: u64,
+    ) {
+        for gi in self.sched_softirq(cpu, now, |c| m.is_idle(c)) {
+            self.balance(gi, m, &mut policies, now);
+        }
+    }
+
+    /// Group `gi` balances its LLC: it reads the LLC's utilisation and idle count and
+    /// every CPU's capload, and tells the policies.
+    fn balance(
+        &mut self,
+        gi: usize,
+        m: &mut Machine,
+        policies: &mut [&mut Box<dyn Policy>],
+        now: u64,
+    ) {
+        let llc = self.groups[gi].llc;
+        // run_rebalance_domains updates the blocked averages of the balancing CPU
+        // only (update_blocked_averages(this_cpu)); the others' signals are read as
+        // their last update left them, and so is what their removed load still
+        // holds.
+        let (llc_id, cpus) = &self.llcs[llc];
+        for &c in &self.groups[gi].cpus {
+            m.refresh(c, now);
+        }
+        let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
+        let seen = LlcBalance {
+            weight: cpus.len() as u32,
+            sum_util: cpus.iter().map(|&c| m.cpu_util(c)).sum(),
+            idle_cpus: idle,
+        };
+        let max_cap = (0..m.topo.nr_cpus)
+            .map(|c| m.capacity(c))
+            .max()
+            .unwrap_or(1024);
+        for (c, cl) in self.caploads.iter_mut().enumerate() {
+            *cl = crate::policy::cas::capload(m.capacity(c as u32), 1024.max(max_cap));
+        }
+        for p in policies.iter_mut() {
+            p.on_llc_balance(*llc_id, &seen);
+            p.on_capacities(&self.caploads, now);
+        }
     }
 }
 
@@ -226,5 +285,37 @@ mod tests {
         assert!(m.cpus[0].avg.last_update_ns > 6 * MS - 1024);
         assert_eq!(m.cpus[1].removed.nr, 1);
         assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
+    }
+
+    /// A trace with SCHED softirqs says when balances run: the CPU's own group when due,
+    /// and the all-idle groups (balanced on their behalf) when due; the modelled
+    /// schedule stops. Four single-CPU groups (LLC of 4: 4 ms idle, 64 ms busy), phases
+    /// 0, 16, 32 and 48 ms; CPUs 0 and 1 busy, 2 and 3 idle.
+    #[test]
+    fn the_traces_sched_softirqs_run_the_balances() {
+        const MS: u64 = 1_000_000;
+        let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(4), 4));
+        for e in [switch(0, 0, 0, 0, 10), switch(0, 1, 0, 0, 11)] {
+            m.apply(&e);
+        }
+        let idle = |c: u32| c >= 2;
+        let mut b = Balancer::new(&m);
+        assert!(b.due(0));
+        // First sight of groups 0, 2 and 3: first balances at 4, 4 + 32 and 4 + 48 ms.
+        assert!(b.sched_softirq(0, 0, idle).is_empty());
+        assert!(!b.due(10_000 * MS), "the modelled schedule has stopped");
+        assert_eq!(b.sched_softirq(0, 5 * MS, idle), vec![0]);
+        // Group 0 is busy: next at 5 + 64 ms. CPU 1's group is not CPU 0's to balance.
+        assert!(b.sched_softirq(0, 30 * MS, idle).is_empty());
+        assert_eq!(b.sched_softirq(0, 37 * MS, idle), vec![2]);
+        // CPU 1's group seen first now (due at 53 + 4 + 16 ms); group 2 due again (idle:
+        // every 4 ms), group 3 due for the first time.
+        assert_eq!(b.sched_softirq(1, 53 * MS, idle), vec![2, 3]);
+        // At 69 ms CPU 0's own (busy) group, and the idle ones again (next at 57 ms).
+        assert_eq!(b.sched_softirq(0, 69 * MS, idle), vec![0, 2, 3]);
+        // The schedule is handed over with the mode.
+        let mut other = Balancer::new(&m);
+        other.set_schedule(&b.schedule());
+        assert!(!other.due(10_000 * MS));
     }
 }
