@@ -9,9 +9,10 @@
 //! costs, which other load on the machine disturbs less) and by wall time (what a
 //! command waits: bundles are decoded on a thread of their own, ahead of the consumer).
 
+mod common;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -23,22 +24,7 @@ fn ensure_bundle() -> PathBuf {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(350);
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/bench-data")
-        .join(format!("synth-spr-2s112-hackbench-{ms}ms"));
-    if !dir.join("meta.json").exists() {
-        let ok = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
-            .args(["synth", "--machine", "spr-2s112", "--workload", "hackbench"])
-            .args(["--load", "100%", "-p", "sis_util"])
-            .arg("--duration")
-            .arg(format!("{ms}ms"))
-            .arg("-o")
-            .arg(&dir)
-            .status()
-            .expect("sisreplay synth runs");
-        assert!(ok.success(), "could not simulate the benchmark bundle");
-    }
-    dir
+    common::hackbench_bundle(&format!("synth-spr-2s112-hackbench-{ms}ms"), ms)
 }
 
 /// CPU time of this process so far, in seconds.

@@ -9,26 +9,13 @@
 //! SISREPLAY_MEMORY_SIZES lists the virtual durations in ms (default 34,670,7400, which
 //! give about 10⁶, 10⁷ and 10⁸ events).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn bundle(ms: u64) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/bench-data")
-        .join(format!("mem-{ms}"));
-    if !dir.join("meta.json").exists() {
-        let ok = Command::new(env!("CARGO_BIN_EXE_sisreplay"))
-            .args(["synth", "--machine", "spr-2s112", "--workload", "hackbench"])
-            .args(["--load", "100%", "-p", "sis_util"])
-            .arg("--duration")
-            .arg(format!("{ms}ms"))
-            .arg("-o")
-            .arg(&dir)
-            .status()
-            .expect("sisreplay synth runs");
-        assert!(ok.success(), "could not simulate the {ms} ms bundle");
-    }
-    dir
+    common::hackbench_bundle(&format!("mem-{ms}"), ms)
 }
 
 fn events(bundle: &Path) -> u64 {
