@@ -591,3 +591,39 @@ fn kernel_6_12_sis_counters_beside_the_model() {
         }
     }
 }
+
+/// On a kernel that keeps select_idle_cpu out of line (sis-stats+noinline),
+/// `--search-latency` times the kernel's own LLC scans: the probes count one call per
+/// sched_domain search, the kernel's own sis_domain_search counter (schedstat, read
+/// around the workload) within 0.5 %, and as many found an idle CPU as its counters say
+/// (domain searches less failures) within 0.5 points; the model's calls agree too.
+#[test]
+fn select_idle_cpu_is_timed_on_a_noinline_kernel() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "traces/rig/kernel-sis-stats+noinline/2x4/rig-2x4-hackbench-sis_util-idle-scan-tracefs",
+    );
+    let meta = sisreplay::bundle::read_meta(&p).unwrap();
+    let capture = meta.provenance.capture().expect("a capture");
+    assert!(
+        capture.search_latency.idle_scan,
+        "the capture says select_idle_cpu was probed"
+    );
+    let m = sisreplay::metrics::kernel_sis::measured(&meta).unwrap().counters;
+    let r = replay_bundle(&p, &[]);
+    let k = &r.observed.idle_scans;
+    let off = (k.scans as f64 - m.domain_search as f64).abs() / m.domain_search as f64;
+    assert!(
+        off < 0.005,
+        "{} probed calls, {} domain searches",
+        k.scans,
+        m.domain_search
+    );
+    let found_pct = 100.0 * k.found as f64 / k.scans as f64;
+    let kernel_pct = 100.0 * (m.domain_search - m.failed) as f64 / m.domain_search as f64;
+    assert!(
+        (found_pct - kernel_pct).abs() < 0.5,
+        "{found_pct} vs {kernel_pct}"
+    );
+    assert!(k.ns.p50 > 0 && k.ns.p99 >= k.ns.p50);
+    assert_searches_close("idle-scan", kernel_counters(&r), &m, 0.005);
+}

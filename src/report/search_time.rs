@@ -107,17 +107,19 @@ pub fn fit_sentence(f: &Fit) -> String {
 }
 
 /// The kernel's own LLC scans (select_idle_cpu's probes) beside the kernel policy's
-/// modelled ones, in one sentence; None when the trace has no such probes. A modelled
-/// scan is a search that probed n ≥ 1 runqueues, costing entry + n·probe ns.
+/// modelled ones, in one sentence; None when the trace has no such probes. The model
+/// calls select_idle_cpu once per domain search; one that probes n ≥ 1 runqueues costs
+/// entry + n·probe ns, one that returns at once (SIS_UTIL's budget of 0) nothing.
 pub fn idle_scan_sentence(replay: &ReplayResult) -> Option<String> {
     let k = &replay.observed.idle_scans;
     if k.is_empty() {
         return None;
     }
+    let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
     let mut s = format!(
         "measured select_idle_cpu: {} calls, {:.1} % found an idle CPU, p50 {} ns, p99 {} ns",
         k.scans,
-        100.0 * k.found as f64 / k.scans as f64,
+        pct(k.found, k.scans),
         k.ns.p50,
         k.ns.p99
     );
@@ -127,6 +129,7 @@ pub fn idle_scan_sentence(replay: &ReplayResult) -> Option<String> {
         .find(|p| p.policy == replay.as_kernel);
     if let Some(p) = model {
         let tm = &replay.time_model;
+        let calls = p.counters.domain_search;
         let scans: u64 = p.probed.iter().skip(1).sum();
         let at = |q: f64| {
             let rank = ((q * scans as f64).ceil() as u64).max(1);
@@ -139,13 +142,13 @@ pub fn idle_scan_sentence(replay: &ReplayResult) -> Option<String> {
             }
             0
         };
+        s += &format!(
+            "; {}'s model: {calls} calls, {:.1} % found one, {scans} probed a runqueue",
+            p.policy,
+            pct(calls.saturating_sub(p.counters.failed), calls),
+        );
         if scans > 0 {
-            s += &format!(
-                "; {}'s modelled scans: {scans}, p50 {} ns, p99 {} ns",
-                p.policy,
-                at(0.5),
-                at(0.99)
-            );
+            s += &format!(" (p50 {} ns, p99 {} ns)", at(0.5), at(0.99));
         }
     }
     Some(s)
