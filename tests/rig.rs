@@ -608,7 +608,9 @@ fn select_idle_cpu_is_timed_on_a_noinline_kernel() {
         capture.search_latency.idle_scan,
         "the capture says select_idle_cpu was probed"
     );
-    let m = sisreplay::metrics::kernel_sis::measured(&meta).unwrap().counters;
+    let m = sisreplay::metrics::kernel_sis::measured(&meta)
+        .unwrap()
+        .counters;
     let r = replay_bundle(&p, &[]);
     let k = &r.observed.idle_scans;
     let off = (k.scans as f64 - m.domain_search as f64).abs() / m.domain_search as f64;
