@@ -1,6 +1,7 @@
 //! Scheduler trace input: the event model, the readers of each on-disk format, and the
 //! merged stream they all produce.
 
+pub mod ahead;
 pub mod bytes;
 pub mod causal;
 pub mod decode;

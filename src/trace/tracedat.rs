@@ -10,6 +10,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::ahead::Ahead;
 use super::bytes::{Bytes, FileInput, Reader};
 use super::decode::Decoder;
 use super::error::{Position, Result, TraceError};
@@ -597,7 +598,8 @@ impl PageSource for ChunkPages {
 /// An opened trace.dat: metadata read, events streamed on demand.
 pub struct TraceDat {
     info: SourceInfo,
-    merge: Merge,
+    /// Each CPU's pages decompressed and decoded on a thread of its own.
+    merge: Merge<Ahead>,
     ts_offset: i64,
     /// The event formats of the file, for readers of its records.
     pub decoder: Arc<Decoder>,
@@ -669,6 +671,7 @@ impl TraceDat {
                 meta.order,
             ));
         }
+        let cpus = cpus.into_iter().map(|c| Ahead::spawn(c, path)).collect();
         Ok(TraceDat {
             info: meta.info,
             merge: Merge::new(cpus),
