@@ -183,8 +183,8 @@ pub(super) struct ReplayArgs {
     #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Also write the results as one dataset for DuckDB, polars or Spark:
-    /// DIR/{summary,windows}/bundle=B/policy=P/part-0.parquet, each trace's partitions
-    /// replaced whole
+    /// DIR/{summary,windows}/bundle=B/policy=P/part-0.parquet; a trace replayed again
+    /// replaces the partitions of the policies it replays
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// With --out, the decisions too, one row per wakeup, in DIR/decisions/bundle=B/policy=P/

@@ -47,6 +47,33 @@ fn dataset_key(input: &Path) -> String {
     input.display().to_string()
 }
 
+/// With `--out DIR --out-decisions`, the writer of `input`'s decision partitions.
+fn dataset_decisions(args: &ReplayArgs, input: &Path) -> Option<replay::DecisionsOut> {
+    let (out, format) = (args.out.as_ref()?, args.out_decisions?);
+    Some(replay::DecisionsOut::Observer(Box::new(
+        PartitionedDecisions::new(out, &dataset_key(input), format),
+    )))
+}
+
+/// The results of `input`'s replay beside the bundle (for compare, reports and
+/// notebooks; a trace file has none) and, with `--out`, in the dataset; where the
+/// bundle's went.
+fn save(
+    args: &ReplayArgs,
+    input: &Path,
+    meta: Option<&bundle::Meta>,
+    r: &replay::ReplayResult,
+) -> Result<Option<PathBuf>, Error> {
+    let saved = match meta {
+        Some(_) => Some(replay::results::write(input, r)?),
+        None => None,
+    };
+    if let Some(out) = &args.out {
+        dataset::write(out, &dataset_key(input), r)?;
+    }
+    Ok(saved)
+}
+
 /// A replay's failure, naming the trace unless the error already does.
 fn replay_error(input: &Path, e: replay::ReplayError) -> Error {
     match e {
@@ -65,8 +92,8 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         source: mut src,
         meta,
     } = crate::input::open(input)?;
-    let decisions_out = match (&args.decisions, &args.out, args.out_decisions) {
-        (Some(p), _, _) => {
+    let decisions_out = match &args.decisions {
+        Some(p) => {
             let f = std::fs::File::create(p).map_err(|source| Error::Create {
                 path: p.clone(),
                 source,
@@ -77,10 +104,7 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
                 _ => replay::DecisionsOut::Csv(out),
             })
         }
-        (None, Some(out), Some(format)) => Some(replay::DecisionsOut::Observer(Box::new(
-            PartitionedDecisions::new(out, &dataset_key(input), format),
-        ))),
-        _ => None,
+        None => dataset_decisions(args, input),
     };
     let opts = ReplayOptions {
         decisions: decisions_out,
@@ -100,14 +124,7 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         replay::replay_parallel(&open, meta.as_ref(), opts, jobs)
     };
     let r = result?;
-    // Results of a bundle go beside it, for compare, reports and notebooks.
-    let saved = match meta {
-        Some(_) => Some(replay::results::write(input, &r)?),
-        None => None,
-    };
-    if let Some(out) = &args.out {
-        dataset::write(out, &dataset_key(input), &r)?;
-    }
+    let saved = save(args, input, meta.as_ref(), &r)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
         return Ok(());
@@ -178,21 +195,13 @@ fn fleet_member(args: &ReplayArgs, input: &Path) -> Result<replay::ReplayResult,
         source: mut src,
         meta,
     } = crate::input::open(input)?;
-    let key = dataset_key(input);
-    let mut opts = options(args);
-    if let (Some(out), Some(format)) = (&args.out, args.out_decisions) {
-        opts.decisions = Some(replay::DecisionsOut::Observer(Box::new(
-            PartitionedDecisions::new(out, &key, format),
-        )));
-    }
+    let opts = ReplayOptions {
+        decisions: dataset_decisions(args, input),
+        ..options(args)
+    };
     let r =
         replay::replay(src.as_mut(), meta.as_ref(), opts).map_err(|e| replay_error(input, e))?;
-    if meta.is_some() {
-        replay::results::write(input, &r)?;
-    }
-    if let Some(out) = &args.out {
-        dataset::write(out, &key, &r)?;
-    }
+    save(args, input, meta.as_ref(), &r)?;
     Ok(r)
 }
 

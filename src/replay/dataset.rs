@@ -21,7 +21,7 @@ use arrow_array::{ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray
 use arrow_schema::{DataType, Field, Schema};
 
 use super::observer::{CsvDecisions, DecisionObserver, ParquetDecisions};
-use super::results::{windows_batch, write_batch, OBSERVED};
+use super::results::{window_series, windows_batch, write_batch};
 use super::ReplayResult;
 use crate::atomic::{Pending, WriteError};
 use crate::metrics::Replayed;
@@ -61,12 +61,7 @@ pub fn write(out: &Path, bundle: &str, r: &ReplayResult) -> Result<(), WriteErro
         write_batch(&part(&summary, &p.policy, "parquet"), &summary_batch(r, p))?;
     }
     let windows = bundle_dir(out, "windows", bundle);
-    let series = r
-        .policies
-        .iter()
-        .map(|p| (p.policy.as_str(), &p.windows))
-        .chain([(OBSERVED, &r.observed.windows)]);
-    for (policy, w) in series {
+    for (policy, w) in window_series(r) {
         let batch = windows_batch(&[(policy, w)], false);
         write_batch(&part(&windows, policy, "parquet"), &batch)?;
     }

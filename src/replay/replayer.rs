@@ -195,6 +195,7 @@ impl<'o> Replayer<'o> {
                 last_lock: HashMap::new(),
             });
         }
+        let idle_scan_from = vec![None; setup.topo.nr_cpus as usize];
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
         let mut lookahead = Lookahead::new(opts.lookahead_ns);
@@ -224,7 +225,7 @@ impl<'o> Replayer<'o> {
             observers,
             hint_arm,
             queueing: Vec::new(),
-            idle_scan_from: Vec::new(),
+            idle_scan_from,
             stretch: Stretch::default(),
             counting: true,
             repairs_before: Repairs::default(),
@@ -396,11 +397,9 @@ impl<'o> Replayer<'o> {
         match &e.kind {
             EventKind::Waking(w) => self.on_waking(&e, w)?,
             EventKind::IdleScanEnter { .. } => {
-                let c = e.cpu as usize;
-                if c >= self.idle_scan_from.len() {
-                    self.idle_scan_from.resize(c + 1, None);
+                if let Some(from) = self.idle_scan_from.get_mut(e.cpu as usize) {
+                    *from = Some(now);
                 }
-                self.idle_scan_from[c] = Some(now);
             }
             EventKind::IdleScanExit { cpu } => {
                 if let Some(from) = self
@@ -499,8 +498,7 @@ impl<'o> Replayer<'o> {
             // kworker, a wakee whose selection is not modelled): that CPU is not idle
             // to the searches until the wakeup activates there, which under an
             // emulator can take tens of milliseconds.
-            self.queueing.push((now, w.pid, out.recorded_on));
-            self.queue_due_wakeups(e);
+            self.machine.add_pending_wakeup(out.recorded_on);
         }
         Ok(())
     }

@@ -23,15 +23,9 @@ pub fn write(bundle: &Path, r: &ReplayResult) -> Result<PathBuf, atomic::WriteEr
     let text = serde_json::to_string_pretty(r).expect("serialises");
     atomic::write(&dir.join("replay.json"), (text + "\n").as_bytes())?;
 
-    let series: Vec<(&str, &Vec<Window>)> = r
-        .policies
-        .iter()
-        .map(|p| (p.policy.as_str(), &p.windows))
-        .chain([(OBSERVED, &r.observed.windows)])
-        .collect();
     write_batch(
         &dir.join("replay-windows.parquet"),
-        &windows_batch(&series, true),
+        &windows_batch(&window_series(r), true),
     )?;
     Ok(dir)
 }
@@ -43,6 +37,15 @@ pub fn write_batch(path: &Path, batch: &RecordBatch) -> Result<(), atomic::Write
         w.write(batch).map_err(std::io::Error::other)?;
         w.close().map(drop).map_err(std::io::Error::other)
     })
+}
+
+/// Each policy's windows, then the trace's own record as policy [`OBSERVED`].
+pub fn window_series(r: &ReplayResult) -> Vec<(&str, &Vec<Window>)> {
+    r.policies
+        .iter()
+        .map(|p| (p.policy.as_str(), &p.windows))
+        .chain([(OBSERVED, &r.observed.windows)])
+        .collect()
 }
 
 /// The per-window counters of each (policy, windows) series as one batch, rows in the
