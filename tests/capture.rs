@@ -152,6 +152,26 @@ fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>,
     assert!(!meta.topology_assumed);
     assert!(evs.iter().all(|e| cpus.contains(&e.cpu)));
     assert!(check_switch_chains(&out, &evs) > 1000);
+    // One time line for every CPU: this kernel offers the mono clock, and no wakeup,
+    // wherever recorded, comes before its waking.
+    assert_eq!(meta.clock.as_deref(), Some("mono"), "{backend}");
+    let mut waking_at = std::collections::HashMap::new();
+    let mut before_waking = 0;
+    for e in &evs {
+        match &e.kind {
+            EventKind::Waking(w) => {
+                waking_at.insert(w.pid, e.ts);
+            }
+            EventKind::Wakeup(w) => {
+                before_waking += waking_at.remove(&w.pid).is_some_and(|t| e.ts < t) as u32;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        before_waking, 0,
+        "{backend}: wakeups stamped before their waking"
+    );
     let cap = &serde_json::to_value(meta.provenance.capture().unwrap()).unwrap();
     assert_eq!(cap["backend"], backend);
     assert_eq!(cap["workload"]["exit_code"], 0);
@@ -318,6 +338,56 @@ fn refuses_to_start_without_root() {
 }
 
 /// Runs a capture to its end; returns (exit code, stderr).
+/// `--trace-clock` is written to the capture's own instance and recorded; one the kernel
+/// does not offer is refused, naming those it does, with tracefs left as found.
+#[test]
+#[ignore = "needs root and tracefs, and traces this machine (.ci/run runs it: cargo test -- --include-ignored)"]
+fn the_trace_clock_asked_for_is_used() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    let before = tracefs_state();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("local");
+    let (code, err) = capture_cli(
+        &[
+            "--duration",
+            "1s",
+            "--trace-clock",
+            "local",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(read_meta(&out).unwrap().clock.as_deref(), Some("local"));
+    let (code, err) = capture_cli(
+        &["--duration", "1s", "--trace-clock", "sundial", "-o", "x"],
+        dir.path(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("trace clock sundial") && err.contains("mono") && err.contains("global"),
+        "{err}"
+    );
+    assert!(!dir.path().join("x").exists());
+    let (code, err) = capture_cli(
+        &[
+            "--duration",
+            "1s",
+            "--backend",
+            "perf",
+            "--trace-clock",
+            "boot",
+            "-o",
+            "y",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(tracefs_state(), before, "tracefs changed by the captures");
+}
+
 fn capture_cli(args: &[&str], cwd: &Path) -> (Option<i32>, String) {
     let o = Command::new(bin())
         .arg("capture")

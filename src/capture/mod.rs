@@ -73,6 +73,9 @@ pub struct CaptureOptions {
     pub events: Vec<String>,
     /// Per-CPU ring buffer size.
     pub buffer_kb: u32,
+    /// The trace clock asked for; None takes the first of
+    /// [`tracefs::CONSISTENT_CLOCKS`] the kernel offers (perf: CLOCK_MONOTONIC).
+    pub trace_clock: Option<String>,
     /// Probes on select_task_rq_fair, if asked for.
     pub search_latency: Option<SearchProbe>,
     /// The workload to run while tracing, if any.
@@ -464,6 +467,7 @@ fn start_tracefs(
     let (probes, events) = with_probes(opts, root, search)?;
     let (layout, formats) = mount.formats(&events)?;
     let mut inst = tracefs::Instance::create(&mount, opts.buffer_kb)?;
+    inst.set_clock(opts.trace_clock.as_deref())?;
     inst.enable(&events)?;
     let cpus = online_cpus();
     let rec = Box::new(TracefsRecording {
@@ -481,6 +485,8 @@ fn start_tracefs(
 }
 
 struct PerfRecording {
+    /// The clock the samples are stamped with, as meta.json names it.
+    clock: &'static str,
     rings: Vec<perf::CpuRing>,
     readers: Vec<perf::Reader>,
     drain: Arc<AtomicBool>,
@@ -543,7 +549,7 @@ impl Recording for PerfRecording {
         Ok(Stopped {
             streams,
             counters,
-            clock: Some("perf".into()),
+            clock: Some(me.clock.into()),
             instance: "perf_event_open".into(),
             extra: BTreeMap::new(),
         })
@@ -557,6 +563,19 @@ fn start_perf(
     spool_dir: &Path,
     search: &SearchLatency,
 ) -> Result<Box<dyn Recording>, CaptureError> {
+    // perf stamps samples with its own clock, each CPU's sched_clock, unless asked for
+    // CLOCK_MONOTONIC: the same time line on every CPU, as tracefs's `mono`.
+    let clock = match opts.trace_clock.as_deref() {
+        None | Some("mono") => "mono",
+        Some("local" | "perf") => "perf",
+        Some(other) => {
+            return Err(CaptureError::Usage(format!(
+                "trace clock {other}: the perf backend stamps samples with mono \
+                 (CLOCK_MONOTONIC, the default) or perf (each CPU's sched_clock, also \
+                 called local)"
+            )))
+        }
+    };
     let (probes, events) = with_probes(opts, root, search)?;
     let (_, formats) = mount.formats(&events)?;
     let ids: Vec<u64> = formats.iter().map(|f| f.id as u64).collect();
@@ -567,9 +586,10 @@ fn start_perf(
     let cpus = online_cpus();
     let mut rings = Vec::new();
     for &c in &cpus {
-        rings.push(perf::CpuRing::open(c, &ids, pages)?);
+        rings.push(perf::CpuRing::open(c, &ids, pages, clock == "mono")?);
     }
     Ok(Box::new(PerfRecording {
+        clock,
         rings,
         readers: Vec::new(),
         drain: Arc::new(AtomicBool::new(false)),

@@ -49,8 +49,14 @@ unsafe impl Send for CpuRing {}
 
 impl CpuRing {
     /// Opens one disabled sampling event per tracepoint id on `cpu`, all writing into
-    /// the first one's ring buffer of `data_pages` pages (a power of two).
-    pub fn open(cpu: u32, ids: &[u64], data_pages: usize) -> Result<CpuRing, CaptureError> {
+    /// the first one's ring buffer of `data_pages` pages (a power of two), stamped with
+    /// CLOCK_MONOTONIC when `monotonic`, else perf's own clock.
+    pub fn open(
+        cpu: u32,
+        ids: &[u64],
+        data_pages: usize,
+        monotonic: bool,
+    ) -> Result<CpuRing, CaptureError> {
         let mut fds = Vec::new();
         for &id in ids {
             let mut attr: sys::bindings::perf_event_attr = unsafe { std::mem::zeroed() };
@@ -61,6 +67,10 @@ impl CpuRing {
             attr.sample_type = SAMPLE_TYPE;
             attr.set_disabled(1);
             attr.set_sample_id_all(1);
+            if monotonic {
+                attr.set_use_clockid(1);
+                attr.clockid = libc::CLOCK_MONOTONIC;
+            }
             let fd = unsafe {
                 sys::perf_event_open(
                     &mut attr,

@@ -122,6 +122,31 @@ impl Drop for Mount {
     }
 }
 
+/// The trace clocks that give every CPU's events one time line, in the order a capture
+/// prefers them: `mono` (the fast CLOCK_MONOTONIC, cheap) and `global` (kept in step
+/// across CPUs at some cost). The usual default, `local`, is each CPU's own sched_clock,
+/// which an emulator or an unstable TSC lets drift apart between CPUs, and the replay
+/// orders events of different CPUs by their times.
+pub const CONSISTENT_CLOCKS: [&str; 2] = ["mono", "global"];
+
+/// Which clock to write to `trace_clock`, whose text (`[local] global counter ...`)
+/// lists the clocks offered: `wanted` when offered (Err with the list when not), else the
+/// first of [`CONSISTENT_CLOCKS`] offered; None leaves the kernel's.
+pub fn choose_clock(offered: &str, wanted: Option<&str>) -> Result<Option<String>, String> {
+    let names: Vec<&str> = offered
+        .split_whitespace()
+        .map(|c| c.trim_start_matches('[').trim_end_matches(']'))
+        .collect();
+    match wanted {
+        Some(w) if names.contains(&w) => Ok(Some(w.to_string())),
+        Some(_) => Err(names.join(" ")),
+        None => Ok(CONSISTENT_CLOCKS
+            .iter()
+            .find(|c| names.contains(c))
+            .map(|c| c.to_string())),
+    }
+}
+
 /// A private tracefs instance with events enabled. Dropping it disables the events and
 /// removes the instance.
 pub struct Instance {
@@ -169,6 +194,22 @@ impl Instance {
     /// Writes the instance's `tracing_on`: starts (true) or stops (false) recording.
     pub fn set_tracing(&self, on: bool) -> Result<(), CaptureError> {
         write_file(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// Sets the instance's trace clock to `wanted`, or by default to the first of
+    /// [`CONSISTENT_CLOCKS`] this kernel offers (the kernel's own clock otherwise); an
+    /// error names the clocks offered when `wanted` is not among them.
+    pub fn set_clock(&self, wanted: Option<&str>) -> Result<(), CaptureError> {
+        let path = self.dir.join("trace_clock");
+        let offered = read_kernel_text(&path).map_err(|e| io_err(&path, e))?;
+        match choose_clock(&offered, wanted) {
+            Ok(Some(clock)) => write_file(&path, &clock),
+            Ok(None) => Ok(()),
+            Err(offered) => Err(CaptureError::Usage(format!(
+                "trace clock {} is not one this kernel offers ({offered})",
+                wanted.unwrap_or_default()
+            ))),
+        }
     }
 
     /// The instance's trace clock, the bracketed entry of `trace_clock`; None if unreadable.
@@ -516,6 +557,23 @@ impl Drop for Probes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clock a capture asks for, from `trace_clock` as 6.18 and an older kernel
+    /// write it.
+    #[test]
+    fn the_capture_prefers_a_clock_consistent_across_cpus() {
+        let v618 = "[local] global counter uptime perf mono mono_raw boot tai x86-tsc\n";
+        assert_eq!(choose_clock(v618, None), Ok(Some("mono".into())));
+        let old = "[local] global counter uptime perf\n";
+        assert_eq!(choose_clock(old, None), Ok(Some("global".into())));
+        assert_eq!(choose_clock("[local] counter", None), Ok(None));
+        // Asked for: taken when offered, the current one included.
+        assert_eq!(choose_clock(v618, Some("local")), Ok(Some("local".into())));
+        assert_eq!(
+            choose_clock(old, Some("boot")),
+            Err("local global counter uptime perf".into())
+        );
+    }
 
     /// Probe events are found by the PID in their name and removed through
     /// kprobe_events only when that PID is not running (a stand-in tracefs directory: the

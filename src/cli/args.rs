@@ -123,6 +123,10 @@ pub(super) struct CaptureArgs {
     /// Per-CPU ring buffer size in KiB
     #[arg(short, long, default_value_t = 16384)]
     pub buffer_kb: u32,
+    /// The clock events are stamped with [default: mono where the kernel offers it, else
+    /// global: one time line for every CPU]; `local` is each CPU's own sched_clock
+    #[arg(long, value_name = "CLOCK")]
+    pub trace_clock: Option<String>,
     /// Probe select_task_rq_fair where the kernel has kprobes: `duration` (default)
     /// records wake flags, the chosen CPU and how long each selection took; `flags`
     /// only the wake flags and which wakings selected

@@ -15,6 +15,7 @@ pub(super) fn capture(args: CaptureArgs) -> Result<(), Error> {
         backend,
         events,
         buffer_kb,
+        trace_clock,
         search_latency,
         json,
         command,
@@ -39,6 +40,7 @@ pub(super) fn capture(args: CaptureArgs) -> Result<(), Error> {
                 .collect()
         }),
         buffer_kb,
+        trace_clock,
         search_latency,
         command,
         argv: std::env::args().collect(),
