@@ -64,7 +64,7 @@ $bin report vanilla sis_util "${steps[@]}" --format text -o reports/spr-2s112.tx
     echo "Fidelity: each capture replayed with the policy of its own sched features"
     echo "(sisreplay fidelity; regenerate with reports/make-reports.sh)."
     echo
-    $bin fidelity $rig/2x4/rig-* $rig/2x4-own-threads/rig-* $rig/2x4x2-numa/rig-* \
+    $bin fidelity $rig/2x4/rig-* $rig/2x4-own-threads/rig-* $rig/2x4x2-numa/rig-* $rig/1x2x4x2/rig-* \
         $rig/2x4x2-numa-own-threads/rig-* "$rig/kernel-6.12-sis-stats+noinline"/2x4/rig-*-tracefs \
         traces/host/*
     for t in 2x4 2x4x2-numa; do
