@@ -32,6 +32,7 @@ pub mod compare;
 pub mod derived;
 pub mod error;
 pub mod info;
+pub mod pid_table;
 pub mod input;
 pub mod metrics;
 pub mod policy;
