@@ -45,6 +45,23 @@ impl<T: Copy + Default + PartialEq> PidTable<T> {
     /// `pid`'s value, to change.
     #[inline]
     pub fn get_mut(&mut self, pid: i32) -> &mut T {
+        let p = pid as usize;
+        // Most calls find the page there: a pid seen before, or near one.
+        if (0..PAGED_PIDS).contains(&pid) {
+            if let Some(Some(_)) = self.pages.get(p / PAGE) {
+                let Some(Some(page)) = self.pages.get_mut(p / PAGE) else {
+                    unreachable!("just found")
+                };
+                return &mut page[p % PAGE];
+            }
+        }
+        self.insert_slow(pid)
+    }
+
+    /// `pid`'s value, to change, where its page is not allocated or it is not paged.
+    #[cold]
+    #[inline(never)]
+    fn insert_slow(&mut self, pid: i32) -> &mut T {
         if (0..PAGED_PIDS).contains(&pid) {
             let p = pid as usize;
             if self.pages.len() <= p / PAGE {

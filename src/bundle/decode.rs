@@ -48,6 +48,11 @@ impl<T: ArrowPrimitiveType> Numbers<T> {
         self.array.values()
     }
 
+    /// Null rows.
+    pub(super) fn null_count(&self) -> usize {
+        self.array.null_count()
+    }
+
     #[inline]
     pub(super) fn get(&self, i: usize) -> Result<T::Native, Fault> {
         if self.array.is_null(i) {
@@ -110,6 +115,15 @@ impl<T> Strings<T> {
             _ => (Keys::Rows, decode_each(a, &decode).ok_or_else(wrong)?),
         };
         Ok(Strings { name, keys, values })
+    }
+
+    /// Every row's dictionary key and the decoded values they index, where the column is
+    /// a dictionary of Int32 keys with no null key (as the writer makes it).
+    pub(super) fn keys(&self) -> Option<(&[i32], &[Option<T>])> {
+        match &self.keys {
+            Keys::Int32(k) if k.null_count() == 0 => Some((k.values(), &self.values)),
+            _ => None,
+        }
     }
 
     /// Row i's value, None where it is null (or a damaged key points nowhere).

@@ -39,6 +39,11 @@ const TASK_COLUMNS: [usize; 18] = [
     C_CHILD_PID,
 ];
 
+/// The names of the columns a [`TaskScan`] reads, in schema() order.
+pub fn task_column_names() -> impl Iterator<Item = &'static str> {
+    TASK_COLUMNS.into_iter().map(|c| COLUMNS[c].0)
+}
+
 /// A null field a row's event type needs: the column's name.
 #[derive(Debug, Clone, Copy)]
 pub struct Null(&'static str);
@@ -222,7 +227,8 @@ impl TaskBatch {
     /// Decodes the event types and checks each row's type, timestamp and CPU, up to the
     /// first bad row.
     fn check(&mut self, checks: &mut RowChecks) {
-        for i in 0..self.rows {
+        self.check_written(checks);
+        for i in self.types.len()..self.rows {
             match self.row_type(i, checks) {
                 Ok(t) => self.types.push(t),
                 Err(f) => {
@@ -236,6 +242,30 @@ impl TaskBatch {
             }
         }
         self.checked = self.types.len();
+    }
+
+    /// Checks rows as the writer makes them (no null timestamp, CPU or event; the event
+    /// a dictionary) from the slices, up to the first row that is not a known event
+    /// passing the checks, which `check` then looks at a field at a time.
+    fn check_written(&mut self, checks: &mut RowChecks) {
+        let Some((keys, names)) = self.event.keys() else {
+            return;
+        };
+        if self.ts.null_count() > 0 || self.cpu.null_count() > 0 {
+            return;
+        }
+        let types: Vec<Option<EventType>> = names
+            .iter()
+            .map(|n| n.as_ref().and_then(|t| t.as_ref().ok().copied()))
+            .collect();
+        let (ts, cpus) = (self.ts.values(), self.cpu.values());
+        for ((&k, &ts), &cpu) in keys.iter().zip(ts).zip(cpus) {
+            let t = usize::try_from(k).ok().and_then(|k| types.get(k).copied().flatten());
+            match t {
+                Some(t) if checks.check_at(ts, cpu).is_ok() => self.types.push(t),
+                _ => return,
+            }
+        }
     }
 
     /// Row i's event type, its timestamp and CPU checked.
