@@ -102,7 +102,17 @@ mod tests {
     #[test]
     fn values_are_kept_per_pid_paged_or_not() {
         let mut t = PidTable::<u64>::default();
-        for pid in [0, 1, 1023, 1024, 4_194_303, 4_194_304, -1, i32::MIN, i32::MAX] {
+        for pid in [
+            0,
+            1,
+            1023,
+            1024,
+            4_194_303,
+            4_194_304,
+            -1,
+            i32::MIN,
+            i32::MAX,
+        ] {
             assert_eq!(t.get(pid), 0);
             assert_eq!(t.replace(pid, (pid as u64).wrapping_add(7)), 0);
         }

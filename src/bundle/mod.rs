@@ -129,11 +129,7 @@ impl Meta {
     /// What reading the source met (losses, unknown events, tie ordering), as recorded.
     pub fn read_stats(&self) -> ReadStats {
         ReadStats {
-            lost: self
-                .lost
-                .values()
-                .flat_map(|l| l.windows.clone())
-                .collect(),
+            lost: self.lost.values().flat_map(|l| l.windows.clone()).collect(),
             unknown: self.unknown_events.clone(),
             ties: self.ties,
         }

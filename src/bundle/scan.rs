@@ -66,10 +66,9 @@ impl TaskScan {
     /// Opens `path`, the events of a bundle of `nr_cpus` CPUs.
     pub fn open(path: &Path, nr_cpus: u32) -> Result<TaskScan, EventsError> {
         let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
-        let (batches, unread) =
-            contained(|| record_batches(file, |c| TASK_COLUMNS.contains(&c)))
-                .map_err(|problem| EventsError::file(path, problem))?
-                .map_err(|e| EventsError::file(path, e))?;
+        let (batches, unread) = contained(|| record_batches(file, |c| TASK_COLUMNS.contains(&c)))
+            .map_err(|problem| EventsError::file(path, problem))?
+            .map_err(|e| EventsError::file(path, e))?;
         Ok(TaskScan {
             path: path.into(),
             batches,
@@ -260,7 +259,9 @@ impl TaskBatch {
             .collect();
         let (ts, cpus) = (self.ts.values(), self.cpu.values());
         for ((&k, &ts), &cpu) in keys.iter().zip(ts).zip(cpus) {
-            let t = usize::try_from(k).ok().and_then(|k| types.get(k).copied().flatten());
+            let t = usize::try_from(k)
+                .ok()
+                .and_then(|k| types.get(k).copied().flatten());
             match t {
                 Some(t) if checks.check_at(ts, cpu).is_ok() => self.types.push(t),
                 _ => return,

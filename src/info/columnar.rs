@@ -2,7 +2,7 @@
 //! into the counts (the same slices, causal checks and migration classes as the event
 //! path, fed field by field), with no event built, per-task state in tables indexed by
 //! pid, and only the task columns read (bundle::scan). Its summary equals
-//! [`super::summarise`]'s of the same bundle (tests/info.rs compares them).
+//! [`super::summarise`]'s of the same bundle (tests/info.rs compares them), read in the same order.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -84,7 +84,14 @@ impl Counts {
     /// Counts row i, of type `t`, at `ts` on `cpu`: what [`crate::bundle::Tally`],
     /// [`CausalCheck`] and [`crate::derived::Pass`] do with its event.
     #[inline]
-    fn row(&mut self, b: &TaskBatch, i: usize, t: EventType, ts: u64, cpu: u32) -> Result<(), Null> {
+    fn row(
+        &mut self,
+        b: &TaskBatch,
+        i: usize,
+        t: EventType,
+        ts: u64,
+        cpu: u32,
+    ) -> Result<(), Null> {
         let step = match t {
             EventType::SchedSwitch => {
                 let (prev_pid, prev_state) = (b.prev_pid(i)?, b.prev_state(i)?);
@@ -156,8 +163,9 @@ impl Counts {
     }
 }
 
-/// Summarises the bundle at `dir`, whose meta.json is `meta`, from its columns.
-pub(super) fn summarise(dir: &Path, meta: &Meta, top: usize) -> Result<Summary, TraceError> {
+/// Summarises the bundle at `dir`, whose meta.json is `meta`, from its columns, its rows
+/// in file order, listing the `top` tasks by CPU time.
+pub fn summarise_columns(dir: &Path, meta: &Meta, top: usize) -> Result<Summary, TraceError> {
     let mut scan = TaskScan::open(&dir.join(EVENTS_FILE), meta.nr_cpus)?;
     let mut c = Counts::new(meta.nr_cpus);
     while let Some(b) = scan.next_batch()? {

@@ -2,6 +2,8 @@
 
 mod columnar;
 
+pub use columnar::summarise_columns;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -155,13 +157,14 @@ impl Counted {
 }
 
 /// Summarises the bundle or trace at `path`, listing the `top` tasks by CPU time: a
-/// bundle by its columns ([`columnar`]), a trace file (or a bundle imported before
-/// equal timestamps were put in causal order, which reading re-orders) by its events.
+/// bundle by its columns ([`summarise_columns`]), a trace file (or a bundle imported
+/// before equal timestamps were put in causal order, which reading re-orders) by its
+/// events.
 pub fn summarise_path(path: &Path, top: usize) -> std::result::Result<Summary, BundleError> {
     if is_bundle(path) {
         let meta = read_meta(path)?;
         if meta.ties.is_some() {
-            return Ok(columnar::summarise(path, &meta, top)?);
+            return Ok(summarise_columns(path, &meta, top)?);
         }
     }
     let mut input = crate::input::open(path)?;
