@@ -196,3 +196,52 @@ fn damaged_rows_are_named_by_the_columnar_path() {
         "{err}"
     );
 }
+
+/// Damaged files of every sort (truncated, bytes changed in the footer, the page
+/// headers or the data) give a summary or an error naming events.parquet, never a
+/// panic: what the `bundle` fuzz target checks, on a committed bundle's file.
+#[test]
+fn damaged_files_give_a_summary_or_an_error() {
+    let src =
+        root("traces/rig/kernel-sis-stats+noinline/2x4/rig-2x4-hackbench-g1-f2-sis_util-tracefs");
+    let good = std::fs::read(src.join("events.parquet")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let b = tmp.path().join("b");
+    std::fs::create_dir(&b).unwrap();
+    std::fs::copy(src.join("meta.json"), b.join("meta.json")).unwrap();
+    let meta = read_meta(&b).unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let (mut errors, mut summaries) = (0, 0);
+    for k in 0..120 {
+        let mut bytes = good.clone();
+        match k % 3 {
+            0 => bytes.truncate(next(good.len())),
+            // The footer and the page headers and data before it.
+            1 => {
+                let at = good.len() - 1 - next(good.len().min(4096));
+                bytes[at] ^= 1 << next(8);
+            }
+            _ => {
+                for _ in 0..4 {
+                    let at = next(good.len());
+                    bytes[at] = next(256) as u8;
+                }
+            }
+        }
+        std::fs::write(b.join("events.parquet"), &bytes).unwrap();
+        match summarise_columns(&b, &meta, 10) {
+            Ok(_) => summaries += 1,
+            Err(e) => {
+                assert!(e.to_string().contains("events.parquet"), "{e}");
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 40, "{errors} errors, {summaries} summaries");
+}
