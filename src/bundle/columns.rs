@@ -329,7 +329,7 @@ impl EventWriter {
 
 /// Rows the Parquet reader decodes at a time: a batch's columns (some 60 bytes a row)
 /// stay in cache while its events are built from them.
-pub(super) const READ_BATCH: usize = 16 * 1024;
+const READ_BATCH: usize = 16 * 1024;
 
 /// Reads a bundle's events back, in file order (which is time order), a record batch at
 /// a time.

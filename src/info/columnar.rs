@@ -2,7 +2,8 @@
 //! into the counts (the same slices, causal checks and migration classes as the event
 //! path, fed field by field), with no event built, per-task state in tables indexed by
 //! pid, and only the task columns read (bundle::scan). Its summary equals
-//! [`super::summarise`]'s of the same bundle (tests/info.rs compares them), read in the same order.
+//! [`super::summarise`]'s of the same bundle's events read in file order (tests/info.rs
+//! compares them).
 
 use std::collections::BTreeMap;
 use std::path::Path;
