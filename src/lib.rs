@@ -34,6 +34,7 @@ pub mod error;
 pub mod info;
 pub mod input;
 pub mod metrics;
+pub mod pid_table;
 pub mod policy;
 pub mod presets;
 pub mod replay;

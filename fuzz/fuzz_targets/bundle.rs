@@ -1,6 +1,7 @@
 //! Any bytes as a bundle's events.parquet (beside a valid meta.json of 2 CPUs) give events
 //! or an error, never a panic, a hang or an unbounded allocation; every event the reader
-//! hands out is in time order and on one of the bundle's CPUs.
+//! hands out is in time order and on one of the bundle's CPUs; `info`'s summary from the
+//! columns gives a summary or an error too.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -26,5 +27,8 @@ fuzz_target!(|data: &[u8]| {
             assert!(e.cpu < 2 && e.ts >= last, "an unchecked row came through");
             last = e.ts;
         }
+    }
+    if let Ok(meta) = sisreplay::bundle::read_meta(&dir) {
+        let _ = sisreplay::info::summarise_columns(&dir, &meta, 10);
     }
 });

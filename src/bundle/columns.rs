@@ -359,11 +359,15 @@ fn is_string(t: &DataType) -> bool {
     }
 }
 
-/// The Parquet reader over the columns sisreplay reads (a file may carry more) less
-/// those the file's statistics say hold only nulls (the columns of event types the trace
-/// does not have), string columns kept as dictionaries so that each distinct name is
-/// decoded once a batch. Also which columns are left unread as all null.
-fn record_batches(file: File) -> Result<(ParquetRecordBatchReader, Unread), ParquetError> {
+/// The Parquet reader over the columns of schema() that `wanted` takes (by place; a file
+/// may carry more) less those the file's statistics say hold only nulls (the columns of
+/// event types the trace does not have), string columns kept as dictionaries so that
+/// each distinct name is decoded once a batch. Also which columns are left unread as all
+/// null.
+pub(super) fn record_batches(
+    file: File,
+    wanted: impl Fn(usize) -> bool,
+) -> Result<(ParquetRecordBatchReader, Unread), ParquetError> {
     let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())?;
     let ours = |f: &Field| {
         COLUMNS
@@ -396,7 +400,11 @@ fn record_batches(file: File) -> Result<(ParquetRecordBatchReader, Unread), Parq
     let mut unread = [false; COLUMNS.len()];
     let mut read = Vec::new();
     for (i, f) in meta.schema().fields().iter().enumerate() {
-        let Some(c) = COLUMNS.iter().position(|c| c.0 == f.name()) else {
+        let Some(c) = COLUMNS
+            .iter()
+            .position(|c| c.0 == f.name())
+            .filter(|c| wanted(*c))
+        else {
             continue;
         };
         // A column of the wrong type is read, to be named in the error.
@@ -437,7 +445,7 @@ thread_local! {
 /// definition-level run, found by the `bundle` fuzz target: tests/fixtures) instead of
 /// returning an error; a damaged bundle must give one line and exit 2 like any bad input.
 /// The error carries the panic's message.
-fn contained<T>(f: impl FnOnce() -> T) -> Result<T, Problem> {
+pub(super) fn contained<T>(f: impl FnOnce() -> T) -> Result<T, Problem> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let prev = std::panic::take_hook();
@@ -495,7 +503,7 @@ impl EventReader {
     /// the row it breaks, never a panic.
     pub fn open(path: &Path) -> Result<EventReader, EventsError> {
         let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
-        let (batches, unread) = contained(|| record_batches(file))
+        let (batches, unread) = contained(|| record_batches(file, |_| true))
             .map_err(|problem| EventsError::file(path, problem))?
             .map_err(|e| EventsError::file(path, e))?;
         Ok(EventReader {

@@ -15,13 +15,13 @@ use super::error::Problem;
 use crate::trace::{Comm, Event, EventKind, EventType, Wake};
 
 /// A number column.
-struct Numbers<T: ArrowPrimitiveType> {
+pub(super) struct Numbers<T: ArrowPrimitiveType> {
     name: &'static str,
     array: PrimitiveArray<T>,
 }
 
 impl<T: ArrowPrimitiveType> Numbers<T> {
-    fn of(b: &RecordBatch, c: usize, unread: &Unread) -> Result<Self, Problem> {
+    pub(super) fn of(b: &RecordBatch, c: usize, unread: &Unread) -> Result<Self, Problem> {
         let (name, want, _) = &COLUMNS[c];
         let Some(a) = column(b, c, unread)? else {
             return Ok(Numbers {
@@ -43,8 +43,18 @@ impl<T: ArrowPrimitiveType> Numbers<T> {
         })
     }
 
+    /// Every row's value (a null row's is meaningless).
+    pub(super) fn values(&self) -> &[T::Native] {
+        self.array.values()
+    }
+
+    /// Null rows.
+    pub(super) fn null_count(&self) -> usize {
+        self.array.null_count()
+    }
+
     #[inline]
-    fn get(&self, i: usize) -> Result<T::Native, Fault> {
+    pub(super) fn get(&self, i: usize) -> Result<T::Native, Fault> {
         if self.array.is_null(i) {
             return Err(Fault::Null(self.name));
         }
@@ -66,14 +76,14 @@ enum Keys {
 
 /// A string column decoded into `T` once per distinct value where it is a dictionary,
 /// once per row otherwise (string forms other writers use: large strings, views).
-struct Strings<T> {
+pub(super) struct Strings<T> {
     name: &'static str,
     keys: Keys,
     values: Vec<Option<T>>,
 }
 
 impl<T> Strings<T> {
-    fn of(
+    pub(super) fn of(
         b: &RecordBatch,
         c: usize,
         unread: &Unread,
@@ -107,9 +117,18 @@ impl<T> Strings<T> {
         Ok(Strings { name, keys, values })
     }
 
+    /// Every row's dictionary key and the decoded values they index, where the column is
+    /// a dictionary of Int32 keys with no null key (as the writer makes it).
+    pub(super) fn keys(&self) -> Option<(&[i32], &[Option<T>])> {
+        match &self.keys {
+            Keys::Int32(k) if k.null_count() == 0 => Some((k.values(), &self.values)),
+            _ => None,
+        }
+    }
+
     /// Row i's value, None where it is null (or a damaged key points nowhere).
     #[inline]
-    fn get(&self, i: usize) -> Option<&T> {
+    pub(super) fn get(&self, i: usize) -> Option<&T> {
         let k = match &self.keys {
             Keys::Null => return None,
             Keys::Rows => i,
@@ -130,7 +149,7 @@ impl<T> Strings<T> {
     }
 
     #[inline]
-    fn value(&self, i: usize) -> Result<&T, Fault> {
+    pub(super) fn value(&self, i: usize) -> Result<&T, Fault> {
         self.get(i).ok_or(Fault::Null(self.name))
     }
 }
@@ -180,7 +199,7 @@ fn column<'b>(
 /// What is wrong with a row, small enough to pass back from every field read cheaply;
 /// [`Columns::problem`] makes it a [`Problem`].
 #[derive(Debug, Clone, Copy)]
-enum Fault {
+pub(super) enum Fault {
     Null(&'static str),
     UnknownEvent,
     CpuBeyond { cpu: u32, nr_cpus: u32 },
@@ -200,24 +219,39 @@ pub(super) struct RowChecks {
 impl RowChecks {
     #[inline]
     fn check(&mut self, e: &Event) -> Result<(), Fault> {
+        self.check_at(e.ts, e.cpu)
+    }
+
+    /// Checks a row at `ts` on `cpu`.
+    #[inline]
+    pub(super) fn check_at(&mut self, ts: u64, cpu: u32) -> Result<(), Fault> {
         if let Some(n) = self.nr_cpus {
-            if e.cpu >= n {
-                return Err(Fault::CpuBeyond {
-                    cpu: e.cpu,
-                    nr_cpus: n,
-                });
+            if cpu >= n {
+                return Err(Fault::CpuBeyond { cpu, nr_cpus: n });
             }
         }
         if self.time_order {
-            if e.ts < self.last_ts {
+            if ts < self.last_ts {
                 return Err(Fault::BackInTime {
-                    ts: e.ts,
+                    ts,
                     previous: self.last_ts,
                 });
             }
-            self.last_ts = e.ts;
+            self.last_ts = ts;
         }
         Ok(())
+    }
+}
+
+impl Fault {
+    /// What is wrong, in full; an unknown event's name is the caller's to give.
+    pub(super) fn problem(self, unknown: impl FnOnce() -> Box<str>) -> Problem {
+        match self {
+            Fault::Null(name) => Problem::Null(name),
+            Fault::UnknownEvent => Problem::UnknownEvent(unknown()),
+            Fault::CpuBeyond { cpu, nr_cpus } => Problem::CpuBeyond { cpu, nr_cpus },
+            Fault::BackInTime { ts, previous } => Problem::BackInTime { ts, previous },
+        }
     }
 }
 
@@ -255,7 +289,7 @@ pub(super) struct Columns {
     wake_flags: Numbers<UInt32Type>,
 }
 
-fn comm(s: &str) -> Comm {
+pub(super) fn comm(s: &str) -> Comm {
     Comm::from_bytes(s.as_bytes())
 }
 

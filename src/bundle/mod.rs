@@ -7,6 +7,7 @@ mod decode;
 pub mod error;
 pub mod provenance;
 mod read_ahead;
+pub mod scan;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -111,6 +112,27 @@ impl Meta {
     /// Events lost on all CPUs, as counted by the kernel (uncounted windows add nothing).
     pub fn lost_total(&self) -> u64 {
         self.lost.values().map(|l| l.events).sum()
+    }
+
+    /// What the bundle says of its source, as an event source says it.
+    pub fn source_info(&self) -> SourceInfo {
+        SourceInfo {
+            format: format!("bundle of {}", self.source.format),
+            nr_cpus: Some(self.nr_cpus),
+            kernel_release: self.kernel_release.clone(),
+            clock: self.clock.clone(),
+            comms: self.tasks.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
+    /// What reading the source met (losses, unknown events, tie ordering), as recorded.
+    pub fn read_stats(&self) -> ReadStats {
+        ReadStats {
+            lost: self.lost.values().flat_map(|l| l.windows.clone()).collect(),
+            unknown: self.unknown_events.clone(),
+            ties: self.ties,
+        }
     }
 }
 
@@ -491,14 +513,7 @@ impl Bundle {
         let meta = read_meta(dir)?;
         let p = dir.join(EVENTS_FILE);
         let events = EventReader::open(&p)?.checked(meta.nr_cpus);
-        let info = SourceInfo {
-            format: format!("bundle of {}", meta.source.format),
-            nr_cpus: Some(meta.nr_cpus),
-            kernel_release: meta.kernel_release.clone(),
-            clock: meta.clock.clone(),
-            comms: meta.tasks.clone(),
-            extra: meta.extra.clone(),
-        };
+        let info = meta.source_info();
         Ok(Bundle {
             dir: dir.into(),
             meta,
@@ -530,15 +545,6 @@ impl EventSource for Bundle {
     }
 
     fn stats(&self) -> ReadStats {
-        ReadStats {
-            lost: self
-                .meta
-                .lost
-                .values()
-                .flat_map(|l| l.windows.clone())
-                .collect(),
-            unknown: self.meta.unknown_events.clone(),
-            ties: self.meta.ties,
-        }
+        self.meta.read_stats()
     }
 }

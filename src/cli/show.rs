@@ -136,8 +136,7 @@ pub(super) fn policies(args: PoliciesArgs) -> Result<(), Error> {
 pub(super) fn info(args: InfoArgs) -> Result<(), Error> {
     let InfoArgs { input, top, json } = args;
     let input = default_input(input);
-    let mut src = crate::input::open(&input)?.source;
-    let s = crate::info::summarise(src.as_mut(), top)?;
+    let s = crate::info::summarise_path(&input, top)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&s).expect("serialises"));
     } else {

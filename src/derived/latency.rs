@@ -11,9 +11,10 @@
 //! sched_wakeup_new opens none: a new task's wait is not a wakeup's.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::slices::SliceEnd;
+use crate::pid_table::PidTable;
 use crate::trace::{Event, EventKind, Wake};
 
 /// One wakeup, from its sched_waking to the switch that ran the task.
@@ -79,8 +80,32 @@ struct Pending {
 #[derive(Debug, Clone, Default)]
 pub struct Latencies {
     pending: HashMap<i32, Pending>,
-    /// Tasks between a sched_waking and their sched_wakeup (or sched_wakeup_new).
-    awaiting_wakeup: HashSet<i32>,
+    awaiting_wakeup: AwaitingWakeup,
+}
+
+/// Tasks between a sched_waking and their sched_wakeup (or sched_wakeup_new): a
+/// sched_migrate_task of one of them is the wakeup's placement, not load balancing.
+#[derive(Debug, Clone, Default)]
+pub struct AwaitingWakeup(PidTable<bool>);
+
+impl AwaitingWakeup {
+    /// A sched_waking of `pid`.
+    #[inline]
+    pub fn waking(&mut self, pid: i32) {
+        self.0.replace(pid, true);
+    }
+
+    /// A sched_wakeup or sched_wakeup_new of `pid`.
+    #[inline]
+    pub fn woken(&mut self, pid: i32) {
+        self.0.replace(pid, false);
+    }
+
+    /// Whether `pid` awaits its sched_wakeup.
+    #[inline]
+    pub fn contains(&self, pid: i32) -> bool {
+        self.0.get(pid)
+    }
 }
 
 impl Latencies {
@@ -105,7 +130,7 @@ impl Latencies {
 
     /// A sched_waking of `w.pid`; whether a wakeup of it was already pending.
     pub fn waking(&mut self, e: &Event, w: &Wake) -> bool {
-        self.awaiting_wakeup.insert(w.pid);
+        self.awaiting_wakeup.waking(w.pid);
         match self.pending.entry(w.pid) {
             Entry::Occupied(mut p) => {
                 let p = p.get_mut();
@@ -130,7 +155,7 @@ impl Latencies {
 
     /// A sched_wakeup or sched_wakeup_new of `pid` at `ts`.
     fn wakeup(&mut self, ts: u64, pid: i32) {
-        self.awaiting_wakeup.remove(&pid);
+        self.awaiting_wakeup.woken(pid);
         if let Some(p) = self.pending.get_mut(&pid) {
             p.wakeup_ns.get_or_insert(ts);
         }
@@ -171,7 +196,7 @@ impl Latencies {
     /// Whether `pid` is between a sched_waking and its sched_wakeup: a migration now is
     /// the wakeup's placement, not load balancing.
     pub fn awaiting_wakeup(&self, pid: i32) -> bool {
-        self.awaiting_wakeup.contains(&pid)
+        self.awaiting_wakeup.contains(pid)
     }
 
     /// Wakeups whose switch-in has not come (yet, or before the trace ended).

@@ -10,7 +10,7 @@
 pub mod latency;
 pub mod slices;
 
-pub use latency::{Latencies, WakeupLatency};
+pub use latency::{AwaitingWakeup, Latencies, WakeupLatency};
 pub use slices::{Slice, SliceEnd, SliceStart, Slices, SwitchEnds};
 
 use crate::trace::{Event, EventKind};

@@ -18,15 +18,13 @@
 //! order, so that its events are consistent, preferring the merged order, and counts what
 //! it could not fix.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use serde::{Deserialize, Serialize};
 
 use super::event::{Event, EventKind};
 use super::stream::{EventSource, ReadStats, SourceInfo};
 use super::Result;
 use crate::abi::{EXIT_DEAD, EXIT_ZOMBIE, PREEMPTED};
+use crate::pid_table::PidTable;
 
 /// What re-ordering the equal-timestamp groups of a stream did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,10 +51,95 @@ struct TaskPos {
     woken: bool,
 }
 
+/// What the orderings read of an event: the task fields of the events they judge, none
+/// of the others'. Readers that hold events as columns (bundle summaries) build it
+/// without building the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// sched_switch.
+    Switch {
+        /// The task leaving.
+        prev_pid: i32,
+        /// Its state as it left.
+        prev_state: i64,
+        /// The task put on.
+        next_pid: i32,
+    },
+    /// sched_waking.
+    Waking {
+        /// The task it ran in (common_pid).
+        waker: i32,
+        /// The task woken.
+        pid: i32,
+        /// Its CPU as the waking names it.
+        target_cpu: i32,
+    },
+    /// sched_migrate_task.
+    Migrate {
+        /// The task moved.
+        pid: i32,
+        /// From.
+        orig_cpu: i32,
+        /// To.
+        dest_cpu: i32,
+    },
+    /// sched_wakeup, or sched_wakeup_new when `new`.
+    Wakeup {
+        /// The task woken.
+        pid: i32,
+        /// The CPU chosen.
+        target_cpu: i32,
+        /// sched_wakeup_new.
+        new: bool,
+    },
+    /// Any other event: it changes nothing and breaks nothing.
+    Other,
+}
+
+impl Step {
+    /// What the orderings read of `e`.
+    #[inline]
+    pub fn of(e: &Event) -> Step {
+        match &e.kind {
+            EventKind::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+                ..
+            } => Step::Switch {
+                prev_pid: *prev_pid,
+                prev_state: *prev_state,
+                next_pid: *next_pid,
+            },
+            EventKind::Waking(w) => Step::Waking {
+                waker: e.common_pid,
+                pid: w.pid,
+                target_cpu: w.target_cpu,
+            },
+            EventKind::Migrate {
+                pid,
+                orig_cpu,
+                dest_cpu,
+                ..
+            } => Step::Migrate {
+                pid: *pid,
+                orig_cpu: *orig_cpu,
+                dest_cpu: *dest_cpu,
+            },
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => Step::Wakeup {
+                pid: w.pid,
+                target_cpu: w.target_cpu,
+                new: matches!(e.kind, EventKind::WakeupNew(_)),
+            },
+            _ => Step::Other,
+        }
+    }
+}
+
 /// One change made by [`Causal::apply`], to undo it.
 #[derive(Debug, Clone, Copy)]
 enum Undo {
-    Task(i32, Option<TaskPos>),
+    Task(i32, TaskPos),
     Curr(u32, Option<i32>),
 }
 
@@ -66,41 +149,54 @@ enum Undo {
 /// interleaving changes, and is counted elsewhere (bundle::Meta::switch_gaps).
 #[derive(Debug, Default)]
 pub struct Causal {
-    tasks: HashMap<i32, TaskPos, BuildHasherDefault<ahash::AHasher>>,
+    tasks: PidTable<TaskPos>,
     curr: Vec<Option<i32>>,
 }
 
 impl Causal {
     fn task(&self, pid: i32) -> TaskPos {
-        self.tasks.get(&pid).copied().unwrap_or_default()
+        self.tasks.get(pid)
     }
 
     /// How many of the task orderings the kernel guarantees `e` breaks (0: consistent).
     pub fn violations(&self, e: &Event) -> u32 {
+        self.step_violations(e.cpu, &Step::of(e))
+    }
+
+    /// How many orderings a step on `cpu` breaks (0: consistent).
+    pub fn step_violations(&self, cpu: u32, step: &Step) -> u32 {
         let mut n = 0;
-        match &e.kind {
-            EventKind::Switch { next_pid, .. } if *next_pid != 0 => {
-                let t = self.task(*next_pid);
+        match *step {
+            Step::Switch { next_pid, .. } if next_pid != 0 => {
+                let t = self.task(next_pid);
                 // Still running elsewhere: its switch-out there is not seen yet.
-                n += t.running.is_some_and(|r| r != e.cpu) as u32;
+                n += t.running.is_some_and(|r| r != cpu) as u32;
                 // On another CPU and not migrated here.
-                n += (t.running.is_none() && t.cpu.is_some_and(|c| c != e.cpu)) as u32;
+                n += (t.running.is_none() && t.cpu.is_some_and(|c| c != cpu)) as u32;
                 // Switched in before the sched_wakeup of its waking.
                 n += t.waking as u32;
             }
-            EventKind::Waking(w) if w.pid != e.common_pid => {
-                let t = self.task(w.pid);
-                n += t.cpu.is_some_and(|c| c as i64 != w.target_cpu as i64) as u32;
+            Step::Waking {
+                waker,
+                pid,
+                target_cpu,
+            } if pid != waker => {
+                let t = self.task(pid);
+                n += t.cpu.is_some_and(|c| c as i64 != target_cpu as i64) as u32;
                 n += (t.waking || t.woken) as u32;
             }
-            EventKind::Migrate { pid, orig_cpu, .. } => {
-                let t = self.task(*pid);
-                n += t.cpu.is_some_and(|c| c as i64 != *orig_cpu as i64) as u32;
+            Step::Migrate { pid, orig_cpu, .. } => {
+                let t = self.task(pid);
+                n += t.cpu.is_some_and(|c| c as i64 != orig_cpu as i64) as u32;
                 n += t.running.is_some() as u32;
             }
-            EventKind::Wakeup(w) => {
-                let t = self.task(w.pid);
-                n += t.cpu.is_some_and(|c| c as i64 != w.target_cpu as i64) as u32;
+            Step::Wakeup {
+                pid,
+                target_cpu,
+                new: false,
+            } => {
+                let t = self.task(pid);
+                n += t.cpu.is_some_and(|c| c as i64 != target_cpu as i64) as u32;
             }
             _ => {}
         }
@@ -108,78 +204,84 @@ impl Causal {
     }
 
     fn set(&mut self, pid: i32, t: TaskPos, undo: &mut Option<&mut Vec<Undo>>) {
-        let old = self.tasks.insert(pid, t);
+        let old = self.tasks.replace(pid, t);
         if let Some(u) = undo.as_mut() {
             u.push(Undo::Task(pid, old));
         }
     }
 
     /// Applies `e`; with `undo`, records how to take it back.
-    fn apply_logged(&mut self, e: &Event, mut undo: Option<&mut Vec<Undo>>) {
+    fn apply_logged(&mut self, e: &Event, undo: Option<&mut Vec<Undo>>) {
+        self.apply_step(e.cpu, &Step::of(e), undo)
+    }
+
+    /// Applies a step on `cpu`; with `undo`, records how to take it back.
+    fn apply_step(&mut self, cpu: u32, step: &Step, mut undo: Option<&mut Vec<Undo>>) {
         let cpu_of = |c: i32| u32::try_from(c).ok();
-        match &e.kind {
-            EventKind::Switch {
+        match *step {
+            Step::Switch {
                 prev_pid,
                 prev_state,
                 next_pid,
-                ..
             } => {
                 // A task switched out dead (X or Z) is gone; its pid may come back.
-                if *prev_pid != 0
+                if prev_pid != 0
                     && prev_state & (EXIT_DEAD | EXIT_ZOMBIE) != 0
                     && prev_state & PREEMPTED == 0
                 {
-                    let old = self.tasks.remove(prev_pid);
+                    let old = self.tasks.replace(prev_pid, TaskPos::default());
                     if let Some(u) = undo.as_mut() {
-                        u.push(Undo::Task(*prev_pid, old));
+                        u.push(Undo::Task(prev_pid, old));
                     }
-                } else if *prev_pid != 0 {
-                    let mut t = self.task(*prev_pid);
+                } else if prev_pid != 0 {
+                    let mut t = self.task(prev_pid);
                     t.running = None;
                     // It ran, even if its switch-in was not seen.
                     t.woken = false;
-                    t.cpu = Some(e.cpu);
-                    self.set(*prev_pid, t, &mut undo);
+                    t.cpu = Some(cpu);
+                    self.set(prev_pid, t, &mut undo);
                 }
-                let i = e.cpu as usize;
+                let i = cpu as usize;
                 if i < super::MAX_CPUS as usize {
                     if self.curr.len() <= i {
                         self.curr.resize(i + 1, None);
                     }
-                    let old = self.curr[i].replace(*next_pid);
+                    let old = self.curr[i].replace(next_pid);
                     if let Some(u) = undo.as_mut() {
-                        u.push(Undo::Curr(e.cpu, old));
+                        u.push(Undo::Curr(cpu, old));
                     }
                 }
-                if *next_pid != 0 {
+                if next_pid != 0 {
                     let t = TaskPos {
-                        cpu: Some(e.cpu),
-                        running: Some(e.cpu),
+                        cpu: Some(cpu),
+                        running: Some(cpu),
                         waking: false,
                         woken: false,
                     };
-                    self.set(*next_pid, t, &mut undo);
+                    self.set(next_pid, t, &mut undo);
                 }
             }
-            EventKind::Waking(w) if w.pid != e.common_pid && w.pid != 0 => {
-                let mut t = self.task(w.pid);
+            Step::Waking { waker, pid, .. } if pid != waker && pid != 0 => {
+                let mut t = self.task(pid);
                 t.waking = true;
                 t.woken = false;
-                self.set(w.pid, t, &mut undo);
+                self.set(pid, t, &mut undo);
             }
-            EventKind::Migrate { pid, dest_cpu, .. } if *pid != 0 => {
-                let mut t = self.task(*pid);
-                t.cpu = cpu_of(*dest_cpu);
-                self.set(*pid, t, &mut undo);
+            Step::Migrate { pid, dest_cpu, .. } if pid != 0 => {
+                let mut t = self.task(pid);
+                t.cpu = cpu_of(dest_cpu);
+                self.set(pid, t, &mut undo);
             }
-            EventKind::Wakeup(w) | EventKind::WakeupNew(w) if w.pid != 0 => {
-                let mut t = self.task(w.pid);
-                t.cpu = cpu_of(w.target_cpu);
+            Step::Wakeup {
+                pid, target_cpu, ..
+            } if pid != 0 => {
+                let mut t = self.task(pid);
+                t.cpu = cpu_of(target_cpu);
                 if t.waking && t.running.is_none() {
                     t.woken = true;
                 }
                 t.waking = false;
-                self.set(w.pid, t, &mut undo);
+                self.set(pid, t, &mut undo);
             }
             _ => {}
         }
@@ -193,11 +295,8 @@ impl Causal {
     fn undo(&mut self, log: &mut Vec<Undo>, to: usize) {
         while log.len() > to {
             match log.pop().expect("longer than to") {
-                Undo::Task(pid, Some(t)) => {
-                    self.tasks.insert(pid, t);
-                }
-                Undo::Task(pid, None) => {
-                    self.tasks.remove(&pid);
+                Undo::Task(pid, t) => {
+                    self.tasks.replace(pid, t);
                 }
                 Undo::Curr(cpu, old) => self.curr[cpu as usize] = old,
             }
@@ -499,19 +598,26 @@ pub struct CausalCheck {
 impl CausalCheck {
     /// Counts `e`, the next event of the stream.
     pub fn add(&mut self, e: &Event) {
+        self.add_step(e.ts, e.cpu, &Step::of(e))
+    }
+
+    /// Counts the next event of the stream, at `ts` on `cpu`, by what the orderings read
+    /// of it.
+    #[inline]
+    pub fn add_step(&mut self, ts: u64, cpu: u32, step: &Step) {
         match self.last {
-            Some((ts, cpu)) if ts == e.ts && cpu != e.cpu => {
+            Some((t, c)) if t == ts && c != cpu => {
                 if !self.in_tie {
                     self.tie_groups += 1;
                     self.in_tie = true;
                 }
             }
-            Some((ts, _)) if ts == e.ts => {}
+            Some((t, _)) if t == ts => {}
             _ => self.in_tie = false,
         }
-        self.last = Some((e.ts, e.cpu));
-        self.inconsistent += (self.state.violations(e) > 0) as u64;
-        self.state.apply(e);
+        self.last = Some((ts, cpu));
+        self.inconsistent += (self.state.step_violations(cpu, step) > 0) as u64;
+        self.state.apply_step(cpu, step, None);
     }
 }
 

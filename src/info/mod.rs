@@ -1,13 +1,19 @@
 //! `sisreplay info`: what a trace holds, in one pass over its events.
 
-use std::collections::{BTreeMap, HashMap};
+mod columnar;
+
+pub use columnar::summarise_columns;
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Serialize;
 
-use crate::bundle::{losses, CpuLoss, Tally};
+use crate::bundle::{is_bundle, losses, read_meta, BundleError, CpuLoss, Tally};
 use crate::derived::{Derived, Pass, Slice, SliceStart};
+use crate::pid_table::PidTable;
 use crate::trace::causal::{CausalCheck, TieStats};
-use crate::trace::{EventKind, EventSource, Result};
+use crate::trace::{EventKind, EventSource, ReadStats, Result, SourceInfo};
 
 /// One task's time on CPU in the trace.
 #[derive(Debug, Serialize)]
@@ -71,20 +77,98 @@ pub struct Summary {
 
 /// Per task: time on CPU and switches in, from its run slices.
 #[derive(Default)]
-struct Runtimes(HashMap<i32, (u64, u64)>);
+struct Runtimes(PidTable<(u64, u64)>);
 
 impl Runtimes {
     /// A slice that began at a recorded switch counts as one switch in; its time counts
     /// when its end was recorded too. A CPU's first slice, begun before the trace, counts
     /// for neither.
+    #[inline]
     fn add(&mut self, s: &Slice) {
         if s.pid == 0 || !matches!(s.start, SliceStart::At(_)) {
             return;
         }
-        let r = self.0.entry(s.pid).or_default();
+        let r = self.0.get_mut(s.pid);
         r.0 += s.recorded_ns().unwrap_or(0);
         r.1 += 1;
     }
+
+    /// The `top` tasks with the most time on CPU, most first (ties by pid), named by
+    /// `comm`.
+    fn top(&self, top: usize, comm: impl Fn(i32) -> Option<String>) -> Vec<TaskRuntime> {
+        let mut tasks: Vec<(i32, (u64, u64))> = self.0.iter().collect();
+        tasks.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+        tasks.truncate(top);
+        tasks
+            .into_iter()
+            .map(|(pid, (rt, n))| TaskRuntime {
+                pid,
+                comm: comm(pid).unwrap_or_else(|| "<...>".into()),
+                runtime_ns: rt,
+                switches_in: n,
+            })
+            .collect()
+    }
+}
+
+/// What a pass over the events counted, whichever way it read them.
+struct Counted {
+    events: u64,
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
+    max_cpu: Option<u32>,
+    counts: BTreeMap<String, u64>,
+    wakeups: u64,
+    wakeup_migrations: u64,
+    other_migrations: u64,
+    switch_gaps: BTreeMap<u32, u64>,
+    causal: CausalCheck,
+    top_tasks: Vec<TaskRuntime>,
+}
+
+impl Counted {
+    fn summary(self, info: SourceInfo, stats: ReadStats) -> Summary {
+        let seen = self.max_cpu.map_or(0, |m| m + 1);
+        Summary {
+            format: info.format,
+            kernel_release: info.kernel_release,
+            clock: info.clock,
+            nr_cpus: info.nr_cpus.unwrap_or(seen).max(seen),
+            events: self.events,
+            first_ts_ns: self.first_ts,
+            last_ts_ns: self.last_ts,
+            duration_ns: match (self.first_ts, self.last_ts) {
+                (Some(a), Some(b)) => b - a,
+                _ => 0,
+            },
+            counts: self.counts,
+            wakeups: self.wakeups,
+            wakeup_migrations: self.wakeup_migrations,
+            other_migrations: self.other_migrations,
+            lost: losses(&stats),
+            switch_gaps: self.switch_gaps,
+            ties: stats.ties,
+            causal_disorder: self.causal.inconsistent,
+            tie_groups: self.causal.tie_groups,
+            unknown_events: stats.unknown,
+            top_tasks: self.top_tasks,
+        }
+    }
+}
+
+/// Summarises the bundle or trace at `path`, listing the `top` tasks by CPU time: a
+/// bundle by its columns ([`summarise_columns`]), a trace file (or a bundle imported
+/// before equal timestamps were put in causal order, which reading re-orders) by its
+/// events.
+pub fn summarise_path(path: &Path, top: usize) -> std::result::Result<Summary, BundleError> {
+    if is_bundle(path) {
+        let meta = read_meta(path)?;
+        if meta.ties.is_some() {
+            return Ok(summarise_columns(path, &meta, top)?);
+        }
+    }
+    let mut input = crate::input::open(path)?;
+    Ok(summarise(input.source.as_mut(), top)?)
 }
 
 /// Reads the whole source once and summarises it, listing the `top` tasks by CPU time.
@@ -123,50 +207,27 @@ pub fn summarise(src: &mut dyn EventSource, top: usize) -> Result<Summary> {
         });
     }
     let info = src.info().clone();
-    let stats = src.stats();
-    let mut tasks: Vec<TaskRuntime> = runtime
-        .0
-        .into_iter()
-        .map(|(pid, (rt, n))| TaskRuntime {
-            pid,
-            comm: tally
-                .tasks
-                .get(&pid)
-                .or_else(|| info.comms.get(&pid))
-                .cloned()
-                .unwrap_or_else(|| "<...>".into()),
-            runtime_ns: rt,
-            switches_in: n,
-        })
-        .collect();
-    tasks.sort_by(|a, b| b.runtime_ns.cmp(&a.runtime_ns).then(a.pid.cmp(&b.pid)));
-    tasks.truncate(top);
-    let counts = tally.counts_by_type();
-    let seen = tally.max_cpu.map_or(0, |m| m + 1);
-    Ok(Summary {
-        format: info.format,
-        kernel_release: info.kernel_release,
-        clock: info.clock,
-        nr_cpus: info.nr_cpus.unwrap_or(seen).max(seen),
+    let top_tasks = runtime.top(top, |pid| {
+        tally
+            .tasks
+            .get(&pid)
+            .or_else(|| info.comms.get(&pid))
+            .cloned()
+    });
+    Ok(Counted {
         events: tally.events,
-        first_ts_ns: tally.first_ts,
-        last_ts_ns: tally.last_ts,
-        duration_ns: match (tally.first_ts, tally.last_ts) {
-            (Some(a), Some(b)) => b - a,
-            _ => 0,
-        },
-        counts,
+        first_ts: tally.first_ts,
+        last_ts: tally.last_ts,
+        max_cpu: tally.max_cpu,
+        counts: tally.counts_by_type(),
         wakeups,
         wakeup_migrations: wmig,
         other_migrations: omig,
-        lost: losses(&stats),
         switch_gaps: tally.switch_gaps.clone(),
-        ties: stats.ties,
-        causal_disorder: causal.inconsistent,
-        tie_groups: causal.tie_groups,
-        unknown_events: stats.unknown,
-        top_tasks: tasks,
-    })
+        causal,
+        top_tasks,
+    }
+    .summary(info, src.stats()))
 }
 
 impl Summary {
