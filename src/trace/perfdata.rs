@@ -1,7 +1,10 @@
 //! Reader for `perf.data` files from `perf record -e sched:...` and `perf sched record`,
-//! compressed (`-z`) or not. The `linux-perf-data` crate reads the records in timestamp
-//! order; the tracepoint payloads are decoded with the event formats from the file's
-//! TRACING_DATA feature section, which has the layout of a trace.dat v6 header.
+//! compressed (`-z`) or not. The `linux-perf-data` crate reads the header and feature
+//! sections; the data section's records are walked in place ([`super::perfrecords`]),
+//! each sample's tracepoint payload decoded with the event formats from the file's
+//! TRACING_DATA feature section (which has the layout of a trace.dat v6 header), and the
+//! events put in time order a round at a time ([`super::perfrounds`]), all on a thread
+//! of their own ahead of the consumer.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -10,16 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, PerfEventType, RecordType, SampleFormat,
-};
-use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SampleFormat};
+use linux_perf_data::{Feature, PerfFileReader};
 
 use super::bytes::{Bytes, Reader};
 use super::decode::{Decoded, Decoder};
 use super::error::{Position, Result, TraceError};
 use super::event::Event;
 use super::format::EventFormat;
+use super::perfrecords::{Record, Records};
+use super::perfrounds::Rounds;
+use super::perfsample::{Attr, Layouts};
 use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use super::tracedat::MAGIC;
 
@@ -29,12 +33,11 @@ pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
 const EVENT_DESC_BIT: usize = 12;
 /// Feature bit of HEADER_NRCPUS: {nr_cpus_available, nr_cpus_online}, two u32.
 const NRCPUS_BIT: usize = 7;
-/// PERF_RECORD_COMPRESSED and PERF_RECORD_COMPRESSED2: zstd data, the whole body or
-/// after a u64 size.
-const RECORD_COMPRESSED: u32 = 81;
-const RECORD_COMPRESSED2: u32 = 83;
-/// The most decompressed bytes searched when locating a damaged record.
-const LOCATE_LIMIT: usize = 1 << 30;
+/// Record types read: PERF_RECORD_LOST, _COMM, _SAMPLE and _LOST_SAMPLES.
+const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_SAMPLE: u32 = 9;
+const RECORD_LOST_SAMPLES: u32 = 13;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
 
@@ -291,142 +294,216 @@ impl Seek for Tracked {
     }
 }
 
-/// An opened perf.data: header and tracepoint formats read, samples streamed in time order.
-pub struct PerfData {
-    path: PathBuf,
-    info: SourceInfo,
-    reader: PerfFileReader<Tracked>,
-    /// How far the crate has read the file.
-    pos: Arc<AtomicU64>,
-    /// The data section: (offset, size).
-    data: (u64, u64),
-    /// NRCPUS' nr_cpus_available: no sample is on a CPU beyond it.
-    cpus_available: Option<u32>,
-    decoder: Arc<Decoder>,
-    lost: Vec<LostWindow>,
-    unknown: BTreeMap<String, u64>,
-    last_ts: Vec<Option<u64>>,
-}
-
 /// An error from the perf.data crate, which does not say where in the file it was: at
-/// the offset where its reading stopped (a bad record size: at the header just read).
+/// the offset where its reading stopped.
 fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
-    let (at, where_) = match e {
-        linux_perf_data::Error::InvalidPerfEventSize => (pos.saturating_sub(8), "record header"),
-        _ => (pos, "reading stopped here"),
-    };
     TraceError::malformed(
         path,
-        Position::Offset(at),
-        format!("perf.data ({where_}): {e}"),
+        Position::Offset(pos),
+        format!("perf.data (reading stopped here): {e}"),
     )
 }
 
-/// An error about one record: at its offset when it can be found in the file, otherwise
-/// where the reading had got to (`pos`).
-fn record_err(
-    path: &Path,
-    data: (u64, u64),
-    pos: &AtomicU64,
-    rtype: u32,
-    body: &[u8],
-    what: String,
-) -> TraceError {
-    match locate(path, data, rtype, body) {
-        Some((at, None)) => TraceError::malformed(path, Position::Offset(at), what),
-        Some((at, Some(d))) => TraceError::malformed(
-            path,
-            Position::Offset(at),
-            format!(
-                "{what} (in the zstd-compressed record at this offset; the record starts at \
-                 byte {d:#x} of the decompressed data)"
-            ),
-        ),
-        None => TraceError::malformed(
-            path,
-            Position::Offset(pos.load(Ordering::Relaxed)),
-            format!("{what} (in a record read before this offset)"),
-        ),
+/// A record waiting for its round to end.
+enum Pending {
+    Event(Event),
+    /// PERF_RECORD_LOST or _LOST_SAMPLES: the CPU and time of its sample_id, and the count.
+    Lost {
+        cpu: u32,
+        ts: Option<u64>,
+        count: Option<u64>,
+    },
+    /// PERF_RECORD_COMM: a thread's new name.
+    Comm(i32, String),
+}
+
+/// Where what reading produced goes, in time order.
+struct Output<'a> {
+    events: &'a mut Vec<Event>,
+    lost: &'a mut Vec<LostWindow>,
+    comms: &'a mut Vec<(i32, String)>,
+}
+
+/// Turns records into what waits for the round's end: decodes samples, checks their CPU.
+struct Samples {
+    path: PathBuf,
+    layouts: Layouts,
+    decoder: Arc<Decoder>,
+    /// NRCPUS' nr_cpus_available: no sample is on a CPU beyond it.
+    cpus_available: Option<u32>,
+    /// Samples of events outside the model, by event id.
+    unknown: Vec<u64>,
+}
+
+impl Samples {
+    #[inline]
+    fn record(&mut self, rec: Record<'_>, rounds: &mut Rounds<Pending>) -> Result<()> {
+        match rec.kind {
+            RECORD_SAMPLE => self.sample(rec, rounds),
+            RECORD_LOST | RECORD_LOST_SAMPLES => {
+                let id = self.layouts.sample_id(rec.body);
+                // LOST: {id, lost}; LOST_SAMPLES: {lost}.
+                let at = if rec.kind == RECORD_LOST { 8 } else { 0 };
+                let count = rec
+                    .body
+                    .get(at..at + 8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+                let cpu = id.cpu.filter(|&c| c < super::MAX_CPUS).unwrap_or(u32::MAX);
+                let pending = Pending::Lost {
+                    cpu,
+                    ts: id.time,
+                    count,
+                };
+                rounds.push(
+                    cpu.min(super::MAX_CPUS) as usize,
+                    id.time.unwrap_or(0),
+                    pending,
+                );
+                Ok(())
+            }
+            RECORD_COMM => {
+                // {pid, tid, comm[] NUL-terminated}, then the sample_id.
+                let Some(tid) = rec.body.get(4..8) else {
+                    return Ok(());
+                };
+                let tid = i32::from_le_bytes(tid.try_into().unwrap());
+                let name = &rec.body[8.min(rec.body.len())..];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                let id = self.layouts.sample_id(rec.body);
+                let queue = id.cpu.unwrap_or(0).min(super::MAX_CPUS) as usize;
+                let name = String::from_utf8_lossy(name).into_owned();
+                rounds.push(queue, id.time.unwrap_or(0), Pending::Comm(tid, name));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    #[inline]
+    fn sample(&mut self, rec: Record<'_>, rounds: &mut Rounds<Pending>) -> Result<()> {
+        let s = match self.layouts.sample(rec.body) {
+            Ok(s) => s,
+            Err(what) => {
+                return Err(rec
+                    .origin
+                    .error(&self.path, format!("sample record: {what}")))
+            }
+        };
+        let (Some(raw), Some(ts), Some(cpu)) = (s.raw, s.time, s.cpu) else {
+            return Ok(());
+        };
+        if cpu >= super::MAX_CPUS {
+            let what = format!(
+                "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
+                super::MAX_CPUS
+            );
+            return Err(rec.origin.error(&self.path, what));
+        }
+        if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
+            let what =
+                format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
+            return Err(rec.origin.error(&self.path, what));
+        }
+        match self.decoder.decode(raw) {
+            Ok(Decoded::Known { common_pid, kind }) => {
+                let e = Event {
+                    ts,
+                    cpu,
+                    common_pid,
+                    kind,
+                };
+                rounds.push(cpu as usize, ts, Pending::Event(e));
+            }
+            Ok(Decoded::Unknown { id }) => {
+                let i = id as usize;
+                if self.unknown.len() <= i {
+                    self.unknown.resize(i + 1, 0);
+                }
+                self.unknown[i] += 1;
+            }
+            Err(e) => {
+                let what = format!("tracepoint payload of the sample: {}", e.0);
+                return Err(rec.origin.error(&self.path, what));
+            }
+        }
+        Ok(())
+    }
+
+    /// The unknown events' counts by name.
+    fn unknown_by_name(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for (id, &n) in self.unknown.iter().enumerate().filter(|(_, &n)| n > 0) {
+            let name = self
+                .decoder
+                .name_of(id as u16)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("unknown id {id}"));
+            *m.entry(name).or_default() += n;
+        }
+        m
     }
 }
 
-/// Where a record with this type and body is in the file: its header's offset, or for a
-/// record inside zstd-compressed ones, the offset of the compressed record holding its
-/// start and the offset within the decompressed data. None when it is not found.
-fn locate(path: &Path, data: (u64, u64), rtype: u32, body: &[u8]) -> Option<(u64, Option<u64>)> {
-    let mut f = BufReader::new(File::open(path).ok()?);
-    f.seek(SeekFrom::Start(data.0)).ok()?;
-    let end = data.0.checked_add(data.1)?;
-    let is_it =
-        |h: &[u8], b: &[u8]| u32::from_le_bytes(h[0..4].try_into().unwrap()) == rtype && b == body;
-    let mut at = data.0;
-    let mut zstd: Option<zstd::stream::raw::Decoder<'static>> = None;
-    // Decompressed bytes not yet walked, the offset of their first byte in the whole
-    // decompressed stream, and per compressed record where its output started.
-    let (mut out, mut out_at, mut starts) = (Vec::new(), 0u64, Vec::<(u64, u64)>::new());
-    let mut walked = 0u64;
-    while at + 8 <= end {
-        let mut h = [0u8; 8];
-        f.read_exact(&mut h).ok()?;
-        let size = u16::from_le_bytes([h[6], h[7]]) as u64;
-        if size < 8 || at + size > end {
-            return None;
-        }
-        let mut b = vec![0u8; size as usize - 8];
-        f.read_exact(&mut b).ok()?;
-        let t = u32::from_le_bytes(h[0..4].try_into().unwrap());
-        if t == RECORD_COMPRESSED || t == RECORD_COMPRESSED2 {
-            let payload = if t == RECORD_COMPRESSED2 {
-                let n = u64::from_le_bytes(b.get(0..8)?.try_into().unwrap()) as usize;
-                b.get(8..8 + n)?
+/// Reads the data section and hands out events in time order.
+struct DataReader {
+    records: Records,
+    samples: Samples,
+    rounds: Rounds<Pending>,
+    /// Per CPU, the timestamp of its last event handed out (for lost windows).
+    last_ts: Vec<Option<u64>>,
+    ended: bool,
+}
+
+impl DataReader {
+    /// Appends the next events in time order to `out` (with the losses and thread names
+    /// among them), up to `max` events; false once everything was handed out.
+    fn next(&mut self, out: Output<'_>, max: usize) -> Result<bool> {
+        let mut n = 0;
+        loop {
+            while let Some(p) = self.rounds.pop() {
+                match p {
+                    Pending::Event(e) => {
+                        // Decoding checked cpu < MAX_CPUS.
+                        let i = e.cpu as usize;
+                        if self.last_ts.len() <= i {
+                            self.last_ts.resize(i + 1, None);
+                        }
+                        self.last_ts[i] = Some(e.ts);
+                        out.events.push(e);
+                        n += 1;
+                        if n == max {
+                            return Ok(true);
+                        }
+                    }
+                    Pending::Lost { cpu, ts, count } => out.lost.push(LostWindow {
+                        cpu,
+                        after_ts: self.last_ts.get(cpu as usize).copied().flatten(),
+                        before_ts: ts,
+                        count,
+                    }),
+                    Pending::Comm(tid, name) => out.comms.push((tid, name)),
+                }
+            }
+            if self.ended {
+                return Ok(n > 0);
+            }
+            let (samples, rounds) = (&mut self.samples, &mut self.rounds);
+            if self.records.round(&mut |rec| samples.record(rec, rounds))? {
+                self.rounds.finish_round();
             } else {
-                &b[..]
-            };
-            use zstd::stream::raw::Operation;
-            let dec = match zstd.as_mut() {
-                Some(d) => d,
-                None => zstd.insert(zstd::stream::raw::Decoder::new().ok()?),
-            };
-            starts.push((at, out_at + out.len() as u64));
-            let mut input = payload;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let st = dec.run_on_buffers(input, &mut buf).ok()?;
-                out.extend_from_slice(&buf[..st.bytes_written]);
-                input = &input[st.bytes_read..];
-                if out_at as usize + out.len() > LOCATE_LIMIT {
-                    return None;
-                }
-                if input.is_empty() && st.bytes_written < buf.len() {
-                    break;
-                }
+                self.rounds.finish();
+                self.ended = true;
             }
-            // Walk the whole records decompressed so far.
-            let mut p = 0usize;
-            while p + 8 <= out.len() {
-                let rs = u16::from_le_bytes([out[p + 6], out[p + 7]]) as usize;
-                if rs < 8 {
-                    return None;
-                }
-                if p + rs > out.len() {
-                    break;
-                }
-                if is_it(&out[p..p + 8], &out[p + 8..p + rs]) {
-                    let pos = walked + p as u64;
-                    let rec = starts.iter().rev().find(|s| s.1 <= pos).map_or(at, |s| s.0);
-                    return Some((rec, Some(pos)));
-                }
-                p += rs;
-            }
-            walked += p as u64;
-            out_at += p as u64;
-            out.drain(..p);
-        } else if is_it(&h, &b) {
-            return Some((at, None));
         }
-        at += size;
     }
-    None
+}
+
+/// An opened perf.data: header and tracepoint formats read, samples streamed in time order.
+pub struct PerfData {
+    info: SourceInfo,
+    reader: DataReader,
+    lost: Vec<LostWindow>,
+    comms: Vec<(i32, String)>,
 }
 
 impl PerfData {
@@ -437,7 +514,7 @@ impl PerfData {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let pos = Arc::new(AtomicU64::new(0));
         let tracked = Tracked {
-            inner: BufReader::with_capacity(1 << 18, f),
+            inner: BufReader::with_capacity(1 << 16, f),
             pos: pos.clone(),
         };
         let reader = PerfFileReader::parse_file(tracked)
@@ -468,6 +545,20 @@ impl PerfData {
                     .into(),
             });
         }
+        let attrs: Vec<Attr> = pf
+            .event_attributes()
+            .iter()
+            .map(|a| Attr {
+                sample_type: a.attr.sample_format,
+                read_format: a.attr.read_format,
+                sample_id_all: a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+                ids: a.event_ids.clone(),
+            })
+            .collect();
+        let layouts = Layouts::new(&attrs).map_err(|what| TraceError::Unsupported {
+            path: path.into(),
+            what,
+        })?;
         let (formats, big, comms) = parse_tracing_data(path, tracing)?;
         let mut info = SourceInfo {
             format: match pf.compression_info().ok().flatten() {
@@ -497,28 +588,26 @@ impl PerfData {
                 info.extra.insert("perf_cmdline".into(), c.join(" "));
             }
         }
-        let cpus_available = info.nr_cpus;
-        Ok(PerfData {
+        let samples = Samples {
             path: path.into(),
+            layouts,
+            decoder: Arc::new(Decoder::new(&formats, big)),
+            cpus_available: info.nr_cpus,
+            unknown: Vec::new(),
+        };
+        let reader = DataReader {
+            records: Records::new(path, data)?,
+            samples,
+            rounds: Rounds::default(),
+            last_ts: Vec::new(),
+            ended: false,
+        };
+        Ok(PerfData {
             info,
             reader,
-            pos,
-            data,
-            cpus_available,
-            decoder: Arc::new(Decoder::new(&formats, big)),
             lost: Vec::new(),
-            unknown: BTreeMap::new(),
-            last_ts: Vec::new(),
+            comms: Vec::new(),
         })
-    }
-
-    fn note_ts(&mut self, cpu: u32, ts: u64) {
-        // Callers check cpu < MAX_CPUS.
-        let i = cpu as usize;
-        if self.last_ts.len() <= i {
-            self.last_ts.resize(i + 1, None);
-        }
-        self.last_ts[i] = Some(ts);
     }
 }
 
@@ -528,116 +617,29 @@ impl EventSource for PerfData {
     }
 
     fn next_event(&mut self) -> Result<Option<Event>> {
-        loop {
-            let PerfFileReader {
-                perf_file,
-                record_iter,
-            } = &mut self.reader;
-            let rec = record_iter
-                .next_record(perf_file)
-                .map_err(|e| perf_err(&self.path, self.pos.load(Ordering::Relaxed), e))?;
-            let Some(rec) = rec else { return Ok(None) };
-            let PerfFileRecord::EventRecord { record, .. } = rec else {
-                continue;
-            };
-            let rtype = record.record_type;
-            if rtype == RecordType::LOST || rtype == RecordType::LOST_SAMPLES {
-                let common = record.common_data().ok();
-                let cpu = common
-                    .as_ref()
-                    .and_then(|c| c.cpu)
-                    .filter(|&c| c < super::MAX_CPUS)
-                    .unwrap_or(u32::MAX);
-                let count = match record.parse() {
-                    Ok(EventRecord::Lost(l)) => Some(l.count),
-                    _ => None,
-                };
-                let after = self.last_ts.get(cpu as usize).copied().flatten();
-                self.lost.push(LostWindow {
-                    cpu,
-                    after_ts: after,
-                    before_ts: common.and_then(|c| c.timestamp),
-                    count,
-                });
-                continue;
-            }
-            if rtype == RecordType::COMM {
-                if let Ok(EventRecord::Comm(c)) = record.parse() {
-                    let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
-                    self.info.comms.insert(c.tid, name);
-                }
-                continue;
-            }
-            if rtype != RecordType::SAMPLE {
-                continue;
-            }
-            let body = record.data.as_slice();
-            let sample = match record.parse() {
-                Ok(EventRecord::Sample(s)) => s,
-                Ok(_) => continue,
-                Err(e) => {
-                    let what = format!("sample record: {e}");
-                    return Err(record_err(
-                        &self.path, self.data, &self.pos, rtype.0, &body, what,
-                    ));
-                }
-            };
-            let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu)
-            else {
-                continue;
-            };
-            if cpu >= super::MAX_CPUS {
-                let what = format!(
-                    "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
-                    super::MAX_CPUS
-                );
-                return Err(record_err(
-                    &self.path, self.data, &self.pos, rtype.0, &body, what,
-                ));
-            }
-            if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
-                let what =
-                    format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
-                return Err(record_err(
-                    &self.path, self.data, &self.pos, rtype.0, &body, what,
-                ));
-            }
-            let raw = raw.as_slice();
-            let decoded = match self.decoder.decode(&raw) {
-                Ok(d) => d,
-                Err(e) => {
-                    let what = format!("tracepoint payload of the sample: {}", e.0);
-                    return Err(record_err(
-                        &self.path, self.data, &self.pos, rtype.0, &body, what,
-                    ));
-                }
-            };
-            match decoded {
-                Decoded::Known { common_pid, kind } => {
-                    self.note_ts(cpu, ts);
-                    return Ok(Some(Event {
-                        ts,
-                        cpu,
-                        common_pid,
-                        kind,
-                    }));
-                }
-                Decoded::Unknown { id } => {
-                    let name = self
-                        .decoder
-                        .name_of(id)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("unknown id {id}"));
-                    *self.unknown.entry(name).or_default() += 1;
-                }
-            }
+        let mut one = Vec::with_capacity(1);
+        self.next_batch(&mut one, 1)?;
+        Ok(one.pop())
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let before = out.len();
+        let sink = Output {
+            events: out,
+            lost: &mut self.lost,
+            comms: &mut self.comms,
+        };
+        self.reader.next(sink, max)?;
+        for (tid, name) in self.comms.drain(..) {
+            self.info.comms.insert(tid, name);
         }
+        Ok(out.len() - before)
     }
 
     fn stats(&self) -> ReadStats {
         ReadStats {
             lost: self.lost.clone(),
-            unknown: self.unknown.clone(),
+            unknown: self.reader.samples.unknown_by_name(),
             ties: None,
         }
     }
