@@ -3,8 +3,6 @@
 //! include/uapi/linux/perf_event.h): a sample's time, CPU and raw tracepoint payload,
 //! and the time and CPU in the sample_id trailer of other records.
 
-use std::collections::HashMap;
-
 use linux_perf_data::linux_perf_event_reader::{ReadFormat, SampleFormat};
 
 /// PERF_FORMAT_LOST (Linux 6.0): a lost count after each value of a read.
@@ -195,13 +193,56 @@ impl Layout {
     }
 }
 
+/// Event id → attribute index, looked up for every sample of a file whose attributes
+/// differ: a table indexed by the id when the ids are close together (perf numbers a
+/// session's events consecutively), else a sorted list.
+#[derive(Debug, Clone)]
+enum Ids {
+    Dense { first: u64, index: Vec<u16> },
+    Sorted(Vec<(u64, usize)>),
+}
+
+/// The most ids a dense table spans.
+const DENSE_SPAN: u64 = 1 << 16;
+
+impl Ids {
+    fn new(pairs: impl Iterator<Item = (u64, usize)>) -> Ids {
+        let mut v: Vec<(u64, usize)> = pairs.collect();
+        v.sort_unstable();
+        v.dedup_by_key(|p| p.0);
+        let (Some(first), Some(last)) = (v.first(), v.last()) else {
+            return Ids::Sorted(v);
+        };
+        let (first, span) = (first.0, last.0 - first.0 + 1);
+        if span > DENSE_SPAN || v.iter().any(|p| p.1 >= u16::MAX as usize) {
+            return Ids::Sorted(v);
+        }
+        let mut index = vec![u16::MAX; span as usize];
+        for (id, i) in v {
+            index[(id - first) as usize] = i as u16;
+        }
+        Ids::Dense { first, index }
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<usize> {
+        match self {
+            Ids::Dense { first, index } => {
+                let i = *index.get(id.wrapping_sub(*first) as usize)?;
+                (i != u16::MAX).then_some(i as usize)
+            }
+            Ids::Sorted(v) => v.binary_search_by_key(&id, |p| p.0).ok().map(|at| v[at].1),
+        }
+    }
+}
+
 /// The layouts of a file's attributes and how to tell which a record belongs to.
 #[derive(Debug, Clone)]
 pub struct Layouts {
     layouts: Vec<Layout>,
     /// Event id → attribute, when they differ (every attribute then has
     /// PERF_SAMPLE_IDENTIFIER: the first u64 of a sample, the last of a trailer).
-    by_id: HashMap<u64, usize>,
+    by_id: Ids,
 }
 
 impl Layouts {
@@ -215,7 +256,7 @@ impl Layouts {
         if layouts.iter().all(|l| l == first) {
             return Ok(Layouts {
                 layouts: vec![*first],
-                by_id: HashMap::new(),
+                by_id: Ids::Sorted(Vec::new()),
             });
         }
         let all_identified = attrs.iter().all(|a| {
@@ -229,18 +270,19 @@ impl Layouts {
                     .into(),
             );
         }
-        let by_id = attrs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, a)| a.ids.iter().map(move |&id| (id, i)))
-            .collect();
+        let by_id = Ids::new(
+            attrs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| a.ids.iter().map(move |&id| (id, i))),
+        );
         Ok(Layouts { layouts, by_id })
     }
 
     /// The layout of the attribute whose id `id` gives (the first when none does).
     #[inline]
     fn pick(&self, id: Option<u64>) -> &Layout {
-        let i = id.and_then(|id| self.by_id.get(&id).copied()).unwrap_or(0);
+        let i = id.and_then(|id| self.by_id.get(id)).unwrap_or(0);
         &self.layouts[i]
     }
 
@@ -325,17 +367,22 @@ mod tests {
                 ids: vec![3],
             },
         ];
-        let ls = Layouts::new(&attrs).unwrap();
-        // A LOST record of the second: id, lost, then {tid, time, cpu, identifier}.
-        let mut b = Vec::new();
-        b.extend(3u64.to_le_bytes());
-        b.extend(5u64.to_le_bytes());
-        b.extend(99u64.to_le_bytes());
-        b.extend(777u64.to_le_bytes());
-        b.extend(1u64.to_le_bytes());
-        b.extend(3u64.to_le_bytes());
-        let id = ls.sample_id(&b);
-        assert_eq!((id.time, id.cpu), (Some(777), Some(1)));
+        // Ids close together (a table) and far apart (a sorted list).
+        for far in [3u64, 1 << 40] {
+            let mut attrs = attrs.clone();
+            attrs[1].ids = vec![far];
+            let ls = Layouts::new(&attrs).unwrap();
+            // A LOST record of the second: id, lost, then {tid, time, cpu, identifier}.
+            let mut b = Vec::new();
+            b.extend(far.to_le_bytes());
+            b.extend(5u64.to_le_bytes());
+            b.extend(99u64.to_le_bytes());
+            b.extend(777u64.to_le_bytes());
+            b.extend(1u64.to_le_bytes());
+            b.extend(far.to_le_bytes());
+            let id = ls.sample_id(&b);
+            assert_eq!((id.time, id.cpu), (Some(777), Some(1)), "id {far}");
+        }
         // Without identifiers they cannot be told apart.
         let mut bare = attrs.clone();
         bare[1].sample_type.remove(SampleFormat::IDENTIFIER);
