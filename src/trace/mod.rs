@@ -10,6 +10,7 @@ pub mod event;
 pub mod format;
 pub mod page;
 pub mod perfdata;
+mod perfevents;
 mod perfrecords;
 mod perfrounds;
 mod perfsample;

@@ -6,23 +6,24 @@
 //! events put in time order a round at a time ([`super::perfrounds`]), all on a thread
 //! of their own ahead of the consumer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SampleFormat};
 use linux_perf_data::{Feature, PerfFileReader};
 
 use super::bytes::{Bytes, Reader};
-use super::decode::{Decoded, Decoder};
+use super::decode::Decoder;
 use super::error::{Position, Result, TraceError};
 use super::event::Event;
 use super::format::EventFormat;
-use super::perfrecords::{Record, Records};
-use super::perfrounds::Rounds;
+use super::perfevents::{Output, PerfEvents, Samples};
+use super::perfrecords::Records;
 use super::perfsample::{Attr, Layouts};
 use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use super::tracedat::MAGIC;
@@ -33,11 +34,6 @@ pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
 const EVENT_DESC_BIT: usize = 12;
 /// Feature bit of HEADER_NRCPUS: {nr_cpus_available, nr_cpus_online}, two u32.
 const NRCPUS_BIT: usize = 7;
-/// Record types read: PERF_RECORD_LOST, _COMM, _SAMPLE and _LOST_SAMPLES.
-const RECORD_LOST: u32 = 2;
-const RECORD_COMM: u32 = 3;
-const RECORD_SAMPLE: u32 = 9;
-const RECORD_LOST_SAMPLES: u32 = 13;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
 
@@ -304,206 +300,77 @@ fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
     )
 }
 
-/// A record waiting for its round to end.
-enum Pending {
-    Event(Event),
-    /// PERF_RECORD_LOST or _LOST_SAMPLES: the CPU and time of its sample_id, and the count.
-    Lost {
-        cpu: u32,
-        ts: Option<u64>,
-        count: Option<u64>,
-    },
-    /// PERF_RECORD_COMM: a thread's new name.
-    Comm(i32, String),
-}
-
-/// Where what reading produced goes, in time order.
-struct Output<'a> {
-    events: &'a mut Vec<Event>,
-    lost: &'a mut Vec<LostWindow>,
-    comms: &'a mut Vec<(i32, String)>,
-}
-
-/// Turns records into what waits for the round's end: decodes samples, checks their CPU.
-struct Samples {
-    path: PathBuf,
-    layouts: Layouts,
-    decoder: Arc<Decoder>,
-    /// NRCPUS' nr_cpus_available: no sample is on a CPU beyond it.
-    cpus_available: Option<u32>,
-    /// Samples of events outside the model, by event id.
-    unknown: Vec<u64>,
-}
-
-impl Samples {
-    #[inline]
-    fn record(&mut self, rec: Record<'_>, rounds: &mut Rounds<Pending>) -> Result<()> {
-        match rec.kind {
-            RECORD_SAMPLE => self.sample(rec, rounds),
-            RECORD_LOST | RECORD_LOST_SAMPLES => {
-                let id = self.layouts.sample_id(rec.body);
-                // LOST: {id, lost}; LOST_SAMPLES: {lost}.
-                let at = if rec.kind == RECORD_LOST { 8 } else { 0 };
-                let count = rec
-                    .body
-                    .get(at..at + 8)
-                    .map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-                let cpu = id.cpu.filter(|&c| c < super::MAX_CPUS).unwrap_or(u32::MAX);
-                let pending = Pending::Lost {
-                    cpu,
-                    ts: id.time,
-                    count,
-                };
-                rounds.push(
-                    cpu.min(super::MAX_CPUS) as usize,
-                    id.time.unwrap_or(0),
-                    pending,
-                );
-                Ok(())
-            }
-            RECORD_COMM => {
-                // {pid, tid, comm[] NUL-terminated}, then the sample_id.
-                let Some(tid) = rec.body.get(4..8) else {
-                    return Ok(());
-                };
-                let tid = i32::from_le_bytes(tid.try_into().unwrap());
-                let name = &rec.body[8.min(rec.body.len())..];
-                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-                let id = self.layouts.sample_id(rec.body);
-                let queue = id.cpu.unwrap_or(0).min(super::MAX_CPUS) as usize;
-                let name = String::from_utf8_lossy(name).into_owned();
-                rounds.push(queue, id.time.unwrap_or(0), Pending::Comm(tid, name));
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    #[inline]
-    fn sample(&mut self, rec: Record<'_>, rounds: &mut Rounds<Pending>) -> Result<()> {
-        let s = match self.layouts.sample(rec.body) {
-            Ok(s) => s,
-            Err(what) => {
-                return Err(rec
-                    .origin
-                    .error(&self.path, format!("sample record: {what}")))
-            }
-        };
-        let (Some(raw), Some(ts), Some(cpu)) = (s.raw, s.time, s.cpu) else {
-            return Ok(());
-        };
-        if cpu >= super::MAX_CPUS {
-            let what = format!(
-                "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
-                super::MAX_CPUS
-            );
-            return Err(rec.origin.error(&self.path, what));
-        }
-        if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
-            let what =
-                format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
-            return Err(rec.origin.error(&self.path, what));
-        }
-        match self.decoder.decode(raw) {
-            Ok(Decoded::Known { common_pid, kind }) => {
-                let e = Event {
-                    ts,
-                    cpu,
-                    common_pid,
-                    kind,
-                };
-                rounds.push(cpu as usize, ts, Pending::Event(e));
-            }
-            Ok(Decoded::Unknown { id }) => {
-                let i = id as usize;
-                if self.unknown.len() <= i {
-                    self.unknown.resize(i + 1, 0);
-                }
-                self.unknown[i] += 1;
-            }
-            Err(e) => {
-                let what = format!("tracepoint payload of the sample: {}", e.0);
-                return Err(rec.origin.error(&self.path, what));
-            }
-        }
-        Ok(())
-    }
-
-    /// The unknown events' counts by name.
-    fn unknown_by_name(&self) -> BTreeMap<String, u64> {
-        let mut m = BTreeMap::new();
-        for (id, &n) in self.unknown.iter().enumerate().filter(|(_, &n)| n > 0) {
-            let name = self
-                .decoder
-                .name_of(id as u16)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("unknown id {id}"));
-            *m.entry(name).or_default() += n;
-        }
-        m
-    }
-}
-
-/// Reads the data section and hands out events in time order.
-struct DataReader {
-    records: Records,
-    samples: Samples,
-    rounds: Rounds<Pending>,
-    /// Per CPU, the timestamp of its last event handed out (for lost windows).
-    last_ts: Vec<Option<u64>>,
-    ended: bool,
-}
-
-impl DataReader {
-    /// Appends the next events in time order to `out` (with the losses and thread names
-    /// among them), up to `max` events; false once everything was handed out.
-    fn next(&mut self, out: Output<'_>, max: usize) -> Result<bool> {
-        let mut n = 0;
-        loop {
-            while let Some(p) = self.rounds.pop() {
-                match p {
-                    Pending::Event(e) => {
-                        // Decoding checked cpu < MAX_CPUS.
-                        let i = e.cpu as usize;
-                        if self.last_ts.len() <= i {
-                            self.last_ts.resize(i + 1, None);
-                        }
-                        self.last_ts[i] = Some(e.ts);
-                        out.events.push(e);
-                        n += 1;
-                        if n == max {
-                            return Ok(true);
-                        }
-                    }
-                    Pending::Lost { cpu, ts, count } => out.lost.push(LostWindow {
-                        cpu,
-                        after_ts: self.last_ts.get(cpu as usize).copied().flatten(),
-                        before_ts: ts,
-                        count,
-                    }),
-                    Pending::Comm(tid, name) => out.comms.push((tid, name)),
-                }
-            }
-            if self.ended {
-                return Ok(n > 0);
-            }
-            let (samples, rounds) = (&mut self.samples, &mut self.rounds);
-            if self.records.round(&mut |rec| samples.record(rec, rounds))? {
-                self.rounds.finish_round();
-            } else {
-                self.rounds.finish();
-                self.ended = true;
-            }
-        }
-    }
-}
-
 /// An opened perf.data: header and tracepoint formats read, samples streamed in time order.
 pub struct PerfData {
+    path: PathBuf,
     info: SourceInfo,
-    reader: DataReader,
+    ahead: Ahead,
+    /// The events received and not yet handed out.
+    batch: VecDeque<Event>,
     lost: Vec<LostWindow>,
-    comms: Vec<(i32, String)>,
+    unknown: BTreeMap<String, u64>,
+    done: bool,
+}
+
+/// Events handed over at once: enough to keep the channel's cost per event small, and
+/// what a consumer takes at once (`Ordered` asks for its consumer's batch).
+const BATCH: usize = 4096;
+/// Batches read ahead of the consumer.
+const DEPTH: usize = 4;
+
+/// What the reading thread hands over.
+enum Msg {
+    /// The next events in time order, with the losses and thread names among them.
+    Events {
+        events: Vec<Event>,
+        lost: Vec<LostWindow>,
+        comms: Vec<(i32, String)>,
+    },
+    /// The data ended: the samples of events outside the model, by name.
+    Done(BTreeMap<String, u64>),
+    /// Reading failed here; the events before it were handed over.
+    Failed(TraceError),
+}
+
+/// The data section read, decoded and put in order on a thread of its own, ahead of the
+/// consumer: on two CPUs the reading and the consumer's work overlap.
+struct Ahead {
+    rx: Receiver<Msg>,
+    /// Emptied batches go back to the thread to be filled again.
+    recycle: SyncSender<Vec<Event>>,
+}
+
+impl Ahead {
+    fn spawn(mut events: PerfEvents) -> Ahead {
+        let (tx, rx) = sync_channel(DEPTH);
+        let (recycle, recycled) = sync_channel::<Vec<Event>>(DEPTH + 2);
+        std::thread::spawn(move || loop {
+            let mut batch = recycled
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            batch.clear();
+            let (mut lost, mut comms) = (Vec::new(), Vec::new());
+            let out = Output {
+                events: &mut batch,
+                lost: &mut lost,
+                comms: &mut comms,
+            };
+            let msg = match events.next(out, BATCH) {
+                Ok(true) => Msg::Events {
+                    events: batch,
+                    lost,
+                    comms,
+                },
+                Ok(false) => Msg::Done(events.unknown()),
+                Err(e) => Msg::Failed(e),
+            };
+            let last = !matches!(msg, Msg::Events { .. });
+            if tx.send(msg).is_err() || last {
+                return;
+            }
+        });
+        Ahead { rx, recycle }
+    }
 }
 
 impl PerfData {
@@ -588,26 +455,62 @@ impl PerfData {
                 info.extra.insert("perf_cmdline".into(), c.join(" "));
             }
         }
-        let samples = Samples {
-            path: path.into(),
+        let samples = Samples::new(
+            path.into(),
             layouts,
-            decoder: Arc::new(Decoder::new(&formats, big)),
-            cpus_available: info.nr_cpus,
-            unknown: Vec::new(),
-        };
-        let reader = DataReader {
-            records: Records::new(path, data)?,
-            samples,
-            rounds: Rounds::default(),
-            last_ts: Vec::new(),
-            ended: false,
-        };
+            Arc::new(Decoder::new(&formats, big)),
+            info.nr_cpus,
+        );
+        let events = PerfEvents::new(Records::new(path, data)?, samples);
         Ok(PerfData {
+            path: path.into(),
             info,
-            reader,
+            ahead: Ahead::spawn(events),
+            batch: VecDeque::new(),
             lost: Vec::new(),
-            comms: Vec::new(),
+            unknown: BTreeMap::new(),
+            done: false,
         })
+    }
+}
+
+impl PerfData {
+    /// Receives the next batch of events from the reading thread; false at the end.
+    fn receive(&mut self) -> Result<bool> {
+        while !self.done {
+            let msg = self.ahead.rx.recv().map_err(|_| {
+                TraceError::malformed(
+                    &self.path,
+                    Position::Offset(0),
+                    "the perf.data reading thread stopped without saying why",
+                )
+            })?;
+            match msg {
+                Msg::Events {
+                    events,
+                    lost,
+                    comms,
+                } => {
+                    self.lost.extend(lost);
+                    self.info.comms.extend(comms);
+                    let used = std::mem::replace(&mut self.batch, VecDeque::from(events));
+                    // The spent batch's memory goes back to be filled again.
+                    let _ = self.ahead.recycle.try_send(Vec::from(used));
+                    if !self.batch.is_empty() {
+                        return Ok(true);
+                    }
+                }
+                Msg::Done(unknown) => {
+                    self.unknown = unknown;
+                    self.done = true;
+                }
+                Msg::Failed(e) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -617,29 +520,38 @@ impl EventSource for PerfData {
     }
 
     fn next_event(&mut self) -> Result<Option<Event>> {
-        let mut one = Vec::with_capacity(1);
-        self.next_batch(&mut one, 1)?;
-        Ok(one.pop())
+        if self.batch.is_empty() && !self.receive()? {
+            return Ok(None);
+        }
+        Ok(self.batch.pop_front())
     }
 
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
-        let before = out.len();
-        let sink = Output {
-            events: out,
-            lost: &mut self.lost,
-            comms: &mut self.comms,
-        };
-        self.reader.next(sink, max)?;
-        for (tid, name) in self.comms.drain(..) {
-            self.info.comms.insert(tid, name);
+        let mut n = 0;
+        while n < max {
+            if self.batch.is_empty() && !self.receive()? {
+                break;
+            }
+            // A whole batch moves in one copy (a batch received whole is a Vec as it
+            // came, given back to be filled again).
+            if self.batch.len() <= max - n {
+                n += self.batch.len();
+                let mut whole = Vec::from(std::mem::take(&mut self.batch));
+                out.append(&mut whole);
+                let _ = self.ahead.recycle.try_send(whole);
+            } else {
+                let k = max - n;
+                out.extend(self.batch.drain(..k));
+                n += k;
+            }
         }
-        Ok(out.len() - before)
+        Ok(n)
     }
 
     fn stats(&self) -> ReadStats {
         ReadStats {
             lost: self.lost.clone(),
-            unknown: self.reader.samples.unknown_by_name(),
+            unknown: self.unknown.clone(),
             ties: None,
         }
     }
