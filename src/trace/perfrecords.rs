@@ -66,8 +66,10 @@ pub struct Record<'a> {
 pub struct Records {
     path: PathBuf,
     file: File,
-    /// File bytes read and not yet walked: `buf[pos..]`, whose first is at offset `at`.
+    /// File bytes read and not yet walked: `buf[pos..end]`, whose first is at offset
+    /// `at`. The buffer is zeroed once and read into again and again.
     buf: Vec<u8>,
+    end: usize,
     pos: usize,
     at: u64,
     /// Bytes of the data section not yet read into `buf`.
@@ -99,7 +101,8 @@ impl Records {
         Ok(Records {
             path: path.into(),
             file,
-            buf: Vec::with_capacity(CHUNK),
+            buf: vec![0; CHUNK],
+            end: 0,
             pos: 0,
             at: data.0,
             unread: data.1,
@@ -113,30 +116,32 @@ impl Records {
     /// Makes at least `n` unwalked bytes available in `buf`, reading more of the data
     /// section; false when the section ends first.
     fn ensure(&mut self, n: usize) -> Result<bool> {
-        if self.buf.len() - self.pos >= n {
+        if self.end - self.pos >= n {
             return Ok(true);
         }
-        self.buf.drain(..self.pos);
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
         self.pos = 0;
-        while self.buf.len() < n && self.unread > 0 {
-            let want = (CHUNK.max(n) - self.buf.len()).min(self.unread as usize);
-            let old = self.buf.len();
-            self.buf.resize(old + want, 0);
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
+        while self.end < n && self.unread > 0 {
+            let want = (self.buf.len() - self.end).min(self.unread as usize);
             let got = self
                 .file
-                .read(&mut self.buf[old..])
+                .read(&mut self.buf[self.end..self.end + want])
                 .map_err(|e| TraceError::io(&self.path, e))?;
-            self.buf.truncate(old + got);
             if got == 0 {
                 return Err(TraceError::malformed(
                     &self.path,
-                    Position::Offset(self.at + self.buf.len() as u64),
+                    Position::Offset(self.at + self.end as u64),
                     "the file ends inside its data section; the file is truncated",
                 ));
             }
+            self.end += got;
             self.unread -= got as u64;
         }
-        Ok(self.buf.len() >= n)
+        Ok(self.end >= n)
     }
 
     /// Hands every record up to the next FINISHED_ROUND (not included) to `each`, in file
@@ -144,13 +149,13 @@ impl Records {
     pub fn round(&mut self, each: &mut dyn FnMut(Record<'_>) -> Result<()>) -> Result<bool> {
         loop {
             if !self.ensure(8)? {
-                if self.buf.len() > self.pos {
+                if self.end > self.pos {
                     return Err(TraceError::malformed(
                         &self.path,
                         Position::Offset(self.at),
                         format!(
                             "the data section ends {} bytes into a record header",
-                            self.buf.len() - self.pos
+                            self.end - self.pos
                         ),
                     ));
                 }
