@@ -6,7 +6,11 @@ use serde::{Deserialize, Serialize};
 /// A task name as the kernel stores it: at most 16 bytes (TASK_COMM_LEN), kept inline so
 /// decoding an event never allocates. The bytes after the name are zero, so the name's
 /// length is where the first zero is: 16 bytes and nothing else make a copy one move.
+///
+/// Aligned to 8 so that it is copied in two whole words: an unaligned comm inside a
+/// decoded event made its copies reload bytes stored in other widths, which stalls.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(align(8))]
 pub struct Comm {
     bytes: [u8; 16],
 }
