@@ -315,8 +315,10 @@ pub struct PerfData {
 /// Events handed over at once: enough to keep the channel's cost per event small, and
 /// what a consumer takes at once (`Ordered` asks for its consumer's batch).
 const BATCH: usize = 4096;
-/// Batches read ahead of the consumer.
-const DEPTH: usize = 4;
+/// Batches read ahead of the consumer. The events of a round are released together once
+/// the next round has been read; room for many batches lets the consumer work through
+/// one round while the thread reads the next, instead of the two taking turns.
+const DEPTH: usize = 32;
 
 /// What the reading thread hands over.
 enum Msg {
