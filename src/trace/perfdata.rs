@@ -319,6 +319,8 @@ const BATCH: usize = 4096;
 /// the next round has been read; room for many batches lets the consumer work through
 /// one round while the thread reads the next, instead of the two taking turns.
 const DEPTH: usize = 32;
+/// Spent batches kept for the thread to fill again; more would only hold memory.
+const RECYCLED: usize = 2;
 
 /// What the reading thread hands over.
 enum Msg {
@@ -345,7 +347,7 @@ struct Ahead {
 impl Ahead {
     fn spawn(mut events: PerfEvents) -> Ahead {
         let (tx, rx) = sync_channel(DEPTH);
-        let (recycle, recycled) = sync_channel::<Vec<Event>>(DEPTH + 2);
+        let (recycle, recycled) = sync_channel::<Vec<Event>>(RECYCLED);
         std::thread::spawn(move || loop {
             let mut batch = recycled
                 .try_recv()
