@@ -208,3 +208,41 @@ fn zlib_v7_holds_the_events_of_the_zstd_file_it_was_rewritten_from() {
         read_path(&sample("hackbench-v7-zstd.dat"))
     );
 }
+
+/// The samples of events outside the model are skipped and counted by name, as many of
+/// each as `perf script` shows, and the events read are as many as it shows of the rest.
+#[test]
+#[ignore = "needs perf (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
+fn perf_data_skipped_samples_are_counted_as_perf_script_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = sample("hackbench-perf-sched.data");
+    let out = dir.path().join("events.txt");
+    tool_output(
+        &["perf", "script", "-F", "event", "-i", p.to_str().unwrap()],
+        &out,
+    );
+    let mut theirs = std::collections::BTreeMap::<String, u64>::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        *theirs
+            .entry(line.trim().trim_end_matches(':').to_string())
+            .or_default() += 1;
+    }
+    let mut src = trace::open(&p).unwrap();
+    let events = read_all(src.as_mut()).len() as u64;
+    let skipped = src.stats().unknown;
+    assert!(
+        skipped
+            .get("sched:sched_stat_runtime")
+            .is_some_and(|&n| n > 100),
+        "{skipped:?}"
+    );
+    for (name, n) in &skipped {
+        assert_eq!(theirs.get(name), Some(n), "{name}");
+    }
+    let model: u64 = theirs
+        .iter()
+        .filter(|(name, _)| !skipped.contains_key(*name))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(events, model);
+}

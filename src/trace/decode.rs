@@ -71,17 +71,32 @@ pub enum Decoded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError(pub String);
 
-#[cold]
-fn short_record(len: usize, loc: Loc) -> DecodeError {
-    DecodeError(format!(
-        "record of {len} bytes too short for a field at {}+{}",
-        loc.offset, loc.size
-    ))
+/// What went wrong inside a record, put in words only once decoding has failed: a
+/// plain value keeps the field readers' results in registers.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// A record of `len` bytes too short for the field at `loc`.
+    Short(usize, Loc),
+    /// An integer field of this many bytes.
+    OddWidth(usize),
+    /// A string at start..end outside a record of `len` bytes.
+    Outside(usize, usize, usize),
 }
 
-#[cold]
-fn odd_width(n: usize) -> DecodeError {
-    DecodeError(format!("integer field of {n} bytes"))
+impl From<Fault> for DecodeError {
+    #[cold]
+    fn from(f: Fault) -> DecodeError {
+        DecodeError(match f {
+            Fault::Short(len, loc) => format!(
+                "record of {len} bytes too short for a field at {}+{}",
+                loc.offset, loc.size
+            ),
+            Fault::OddWidth(n) => format!("integer field of {n} bytes"),
+            Fault::Outside(start, end, len) => {
+                format!("string at {start}..{end} outside a record of {len} bytes")
+            }
+        })
+    }
 }
 
 /// Decodes records of one trace, keyed by the `common_type` id each record starts with.
@@ -230,9 +245,9 @@ impl Decoder {
     }
 
     #[inline(always)]
-    fn int(&self, data: &[u8], loc: Loc) -> Result<i64, DecodeError> {
+    fn int(&self, data: &[u8], loc: Loc) -> Result<i64, Fault> {
         let Some(b) = data.get(loc.offset..loc.offset + loc.size) else {
-            return Err(short_record(data.len(), loc));
+            return Err(Fault::Short(data.len(), loc));
         };
         let raw = match (b.len(), self.big_endian) {
             (4, false) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64,
@@ -242,7 +257,7 @@ impl Decoder {
             (8, true) => u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
             (2, true) => u16::from_be_bytes([b[0], b[1]]) as u64,
             (1, _) => b[0] as u64,
-            (n, _) => return Err(odd_width(n)),
+            (n, _) => return Err(Fault::OddWidth(n)),
         };
         let bits = loc.size * 8;
         Ok(if loc.signed && bits < 64 {
@@ -254,7 +269,7 @@ impl Decoder {
     }
 
     #[inline(always)]
-    fn bytes<'a>(&self, data: &'a [u8], loc: Loc) -> Result<&'a [u8], DecodeError> {
+    fn bytes<'a>(&self, data: &'a [u8], loc: Loc) -> Result<&'a [u8], Fault> {
         let range = match loc.placement {
             Placement::Inline => loc.offset..loc.offset + loc.size,
             Placement::DataLoc | Placement::RelLoc => {
@@ -273,34 +288,44 @@ impl Decoder {
                 start..start + (v >> 16) as usize
             }
         };
-        data.get(range.clone()).ok_or_else(|| {
-            DecodeError(format!(
-                "string at {}..{} outside a record of {} bytes",
-                range.start,
-                range.end,
-                data.len()
-            ))
-        })
+        data.get(range.clone())
+            .ok_or(Fault::Outside(range.start, range.end, data.len()))
     }
 
     #[inline(always)]
-    fn comm(&self, data: &[u8], loc: Loc) -> Result<Comm, DecodeError> {
+    fn comm(&self, data: &[u8], loc: Loc) -> Result<Comm, Fault> {
         Ok(Comm::from_bytes(self.bytes(data, loc)?))
     }
 
     #[inline(always)]
-    fn i32(&self, data: &[u8], loc: Loc) -> Result<i32, DecodeError> {
+    fn i32(&self, data: &[u8], loc: Loc) -> Result<i32, Fault> {
         Ok(self.int(data, loc)? as i32)
     }
 
+    #[inline(always)]
+    fn wake(&self, data: &[u8], l: &[Loc; 4]) -> Result<Wake, Fault> {
+        Ok(Wake {
+            comm: self.comm(data, l[0])?,
+            pid: self.i32(data, l[1])?,
+            prio: self.i32(data, l[2])?,
+            target_cpu: self.i32(data, l[3])?,
+        })
+    }
+
     /// Decodes one record (starting with its common fields).
+    #[inline]
     pub fn decode(&self, data: &[u8]) -> Result<Decoded, DecodeError> {
-        let id = self.event_id(data)?;
+        Ok(self.decode_fields(data)?)
+    }
+
+    #[inline(always)]
+    fn decode_fields(&self, data: &[u8]) -> Result<Decoded, Fault> {
+        let id = self.int(data, self.common_type)? as u16;
         let Some(Some((layout, min_len))) = self.layouts.get(id as usize) else {
             return Ok(Decoded::Unknown { id });
         };
         if data.len() < *min_len {
-            return Err(short_record(
+            return Err(Fault::Short(
                 data.len(),
                 Loc {
                     offset: 0,
@@ -311,14 +336,6 @@ impl Decoder {
             ));
         }
         let common_pid = self.i32(data, self.common_pid)?;
-        let wake = |l: &[Loc; 4]| -> Result<Wake, DecodeError> {
-            Ok(Wake {
-                comm: self.comm(data, l[0])?,
-                pid: self.i32(data, l[1])?,
-                prio: self.i32(data, l[2])?,
-                target_cpu: self.i32(data, l[3])?,
-            })
-        };
         let kind = match layout {
             Layout::Switch {
                 prev_comm,
@@ -338,7 +355,7 @@ impl Decoder {
                 next_prio: self.i32(data, *next_prio)?,
             },
             Layout::Wake(t, l) => {
-                let w = wake(l)?;
+                let w = self.wake(data, l)?;
                 match t {
                     EventType::SchedWaking => EventKind::Waking(w),
                     EventType::SchedWakeup => EventKind::Wakeup(w),

@@ -1,25 +1,30 @@
 //! Reader for `perf.data` files from `perf record -e sched:...` and `perf sched record`,
-//! compressed (`-z`) or not. The `linux-perf-data` crate reads the records in timestamp
-//! order; the tracepoint payloads are decoded with the event formats from the file's
-//! TRACING_DATA feature section, which has the layout of a trace.dat v6 header.
+//! compressed (`-z`) or not. The `linux-perf-data` crate reads the header and feature
+//! sections; the data section's records are walked in place ([`super::perfrecords`]),
+//! each sample's tracepoint payload decoded with the event formats from the file's
+//! TRACING_DATA feature section (which has the layout of a trace.dat v6 header), and the
+//! events put in time order a round at a time ([`super::perfrounds`]), all on a thread
+//! of their own ahead of the consumer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, PerfEventType, RecordType, SampleFormat,
-};
-use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfEventType, SampleFormat};
+use linux_perf_data::{Feature, PerfFileReader};
 
 use super::bytes::{Bytes, Reader};
-use super::decode::{Decoded, Decoder};
+use super::decode::Decoder;
 use super::error::{Position, Result, TraceError};
 use super::event::Event;
 use super::format::EventFormat;
+use super::perfevents::{Output, PerfEvents, Samples};
+use super::perfrecords::Records;
+use super::perfsample::{Attr, Layouts};
 use super::stream::{EventSource, LostWindow, ReadStats, SourceInfo};
 use super::tracedat::MAGIC;
 
@@ -29,12 +34,6 @@ pub const PERF_MAGIC: &[u8; 8] = b"PERFILE2";
 const EVENT_DESC_BIT: usize = 12;
 /// Feature bit of HEADER_NRCPUS: {nr_cpus_available, nr_cpus_online}, two u32.
 const NRCPUS_BIT: usize = 7;
-/// PERF_RECORD_COMPRESSED and PERF_RECORD_COMPRESSED2: zstd data, the whole body or
-/// after a u64 size.
-const RECORD_COMPRESSED: u32 = 81;
-const RECORD_COMPRESSED2: u32 = 83;
-/// The most decompressed bytes searched when locating a damaged record.
-const LOCATE_LIMIT: usize = 1 << 30;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
 
@@ -291,142 +290,91 @@ impl Seek for Tracked {
     }
 }
 
+/// An error from the perf.data crate, which does not say where in the file it was: at
+/// the offset where its reading stopped.
+fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
+    TraceError::malformed(
+        path,
+        Position::Offset(pos),
+        format!("perf.data (reading stopped here): {e}"),
+    )
+}
+
 /// An opened perf.data: header and tracepoint formats read, samples streamed in time order.
 pub struct PerfData {
     path: PathBuf,
     info: SourceInfo,
-    reader: PerfFileReader<Tracked>,
-    /// How far the crate has read the file.
-    pos: Arc<AtomicU64>,
-    /// The data section: (offset, size).
-    data: (u64, u64),
-    /// NRCPUS' nr_cpus_available: no sample is on a CPU beyond it.
-    cpus_available: Option<u32>,
-    decoder: Arc<Decoder>,
+    ahead: Ahead,
+    /// The events received and not yet handed out.
+    batch: VecDeque<Event>,
     lost: Vec<LostWindow>,
     unknown: BTreeMap<String, u64>,
-    last_ts: Vec<Option<u64>>,
+    done: bool,
 }
 
-/// An error from the perf.data crate, which does not say where in the file it was: at
-/// the offset where its reading stopped (a bad record size: at the header just read).
-fn perf_err(path: &Path, pos: u64, e: linux_perf_data::Error) -> TraceError {
-    let (at, where_) = match e {
-        linux_perf_data::Error::InvalidPerfEventSize => (pos.saturating_sub(8), "record header"),
-        _ => (pos, "reading stopped here"),
-    };
-    TraceError::malformed(
-        path,
-        Position::Offset(at),
-        format!("perf.data ({where_}): {e}"),
-    )
+/// Events handed over at once: enough to keep the channel's cost per event small, and
+/// what a consumer takes at once (`Ordered` asks for its consumer's batch).
+const BATCH: usize = 4096;
+/// Batches read ahead of the consumer. The events of a round are released together once
+/// the next round has been read; room for many batches lets the consumer work through
+/// one round while the thread reads the next, instead of the two taking turns.
+const DEPTH: usize = 32;
+/// Spent batches kept for the thread to fill again; more would only hold memory.
+const RECYCLED: usize = 2;
+
+/// What the reading thread hands over.
+enum Msg {
+    /// The next events in time order, with the losses and thread names among them.
+    Events {
+        events: Vec<Event>,
+        lost: Vec<LostWindow>,
+        comms: Vec<(i32, String)>,
+    },
+    /// The data ended: the samples of events outside the model, by name.
+    Done(BTreeMap<String, u64>),
+    /// Reading failed here; the events before it were handed over.
+    Failed(TraceError),
 }
 
-/// An error about one record: at its offset when it can be found in the file, otherwise
-/// where the reading had got to (`pos`).
-fn record_err(
-    path: &Path,
-    data: (u64, u64),
-    pos: &AtomicU64,
-    rtype: u32,
-    body: &[u8],
-    what: String,
-) -> TraceError {
-    match locate(path, data, rtype, body) {
-        Some((at, None)) => TraceError::malformed(path, Position::Offset(at), what),
-        Some((at, Some(d))) => TraceError::malformed(
-            path,
-            Position::Offset(at),
-            format!(
-                "{what} (in the zstd-compressed record at this offset; the record starts at \
-                 byte {d:#x} of the decompressed data)"
-            ),
-        ),
-        None => TraceError::malformed(
-            path,
-            Position::Offset(pos.load(Ordering::Relaxed)),
-            format!("{what} (in a record read before this offset)"),
-        ),
-    }
+/// The data section read, decoded and put in order on a thread of its own, ahead of the
+/// consumer: on two CPUs the reading and the consumer's work overlap.
+struct Ahead {
+    rx: Receiver<Msg>,
+    /// Emptied batches go back to the thread to be filled again.
+    recycle: SyncSender<Vec<Event>>,
 }
 
-/// Where a record with this type and body is in the file: its header's offset, or for a
-/// record inside zstd-compressed ones, the offset of the compressed record holding its
-/// start and the offset within the decompressed data. None when it is not found.
-fn locate(path: &Path, data: (u64, u64), rtype: u32, body: &[u8]) -> Option<(u64, Option<u64>)> {
-    let mut f = BufReader::new(File::open(path).ok()?);
-    f.seek(SeekFrom::Start(data.0)).ok()?;
-    let end = data.0.checked_add(data.1)?;
-    let is_it =
-        |h: &[u8], b: &[u8]| u32::from_le_bytes(h[0..4].try_into().unwrap()) == rtype && b == body;
-    let mut at = data.0;
-    let mut zstd: Option<zstd::stream::raw::Decoder<'static>> = None;
-    // Decompressed bytes not yet walked, the offset of their first byte in the whole
-    // decompressed stream, and per compressed record where its output started.
-    let (mut out, mut out_at, mut starts) = (Vec::new(), 0u64, Vec::<(u64, u64)>::new());
-    let mut walked = 0u64;
-    while at + 8 <= end {
-        let mut h = [0u8; 8];
-        f.read_exact(&mut h).ok()?;
-        let size = u16::from_le_bytes([h[6], h[7]]) as u64;
-        if size < 8 || at + size > end {
-            return None;
-        }
-        let mut b = vec![0u8; size as usize - 8];
-        f.read_exact(&mut b).ok()?;
-        let t = u32::from_le_bytes(h[0..4].try_into().unwrap());
-        if t == RECORD_COMPRESSED || t == RECORD_COMPRESSED2 {
-            let payload = if t == RECORD_COMPRESSED2 {
-                let n = u64::from_le_bytes(b.get(0..8)?.try_into().unwrap()) as usize;
-                b.get(8..8 + n)?
-            } else {
-                &b[..]
+impl Ahead {
+    fn spawn(mut events: PerfEvents) -> Ahead {
+        let (tx, rx) = sync_channel(DEPTH);
+        let (recycle, recycled) = sync_channel::<Vec<Event>>(RECYCLED);
+        std::thread::spawn(move || loop {
+            let mut batch = recycled
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            batch.clear();
+            let (mut lost, mut comms) = (Vec::new(), Vec::new());
+            let out = Output {
+                events: &mut batch,
+                lost: &mut lost,
+                comms: &mut comms,
             };
-            use zstd::stream::raw::Operation;
-            let dec = match zstd.as_mut() {
-                Some(d) => d,
-                None => zstd.insert(zstd::stream::raw::Decoder::new().ok()?),
+            let msg = match events.next(out, BATCH) {
+                Ok(true) => Msg::Events {
+                    events: batch,
+                    lost,
+                    comms,
+                },
+                Ok(false) => Msg::Done(events.unknown()),
+                Err(e) => Msg::Failed(e),
             };
-            starts.push((at, out_at + out.len() as u64));
-            let mut input = payload;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let st = dec.run_on_buffers(input, &mut buf).ok()?;
-                out.extend_from_slice(&buf[..st.bytes_written]);
-                input = &input[st.bytes_read..];
-                if out_at as usize + out.len() > LOCATE_LIMIT {
-                    return None;
-                }
-                if input.is_empty() && st.bytes_written < buf.len() {
-                    break;
-                }
+            let last = !matches!(msg, Msg::Events { .. });
+            if tx.send(msg).is_err() || last {
+                return;
             }
-            // Walk the whole records decompressed so far.
-            let mut p = 0usize;
-            while p + 8 <= out.len() {
-                let rs = u16::from_le_bytes([out[p + 6], out[p + 7]]) as usize;
-                if rs < 8 {
-                    return None;
-                }
-                if p + rs > out.len() {
-                    break;
-                }
-                if is_it(&out[p..p + 8], &out[p + 8..p + rs]) {
-                    let pos = walked + p as u64;
-                    let rec = starts.iter().rev().find(|s| s.1 <= pos).map_or(at, |s| s.0);
-                    return Some((rec, Some(pos)));
-                }
-                p += rs;
-            }
-            walked += p as u64;
-            out_at += p as u64;
-            out.drain(..p);
-        } else if is_it(&h, &b) {
-            return Some((at, None));
-        }
-        at += size;
+        });
+        Ahead { rx, recycle }
     }
-    None
 }
 
 impl PerfData {
@@ -437,7 +385,7 @@ impl PerfData {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let pos = Arc::new(AtomicU64::new(0));
         let tracked = Tracked {
-            inner: BufReader::with_capacity(1 << 18, f),
+            inner: BufReader::with_capacity(1 << 16, f),
             pos: pos.clone(),
         };
         let reader = PerfFileReader::parse_file(tracked)
@@ -468,6 +416,20 @@ impl PerfData {
                     .into(),
             });
         }
+        let attrs: Vec<Attr> = pf
+            .event_attributes()
+            .iter()
+            .map(|a| Attr {
+                sample_type: a.attr.sample_format,
+                read_format: a.attr.read_format,
+                sample_id_all: a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+                ids: a.event_ids.clone(),
+            })
+            .collect();
+        let layouts = Layouts::new(&attrs).map_err(|what| TraceError::Unsupported {
+            path: path.into(),
+            what,
+        })?;
         let (formats, big, comms) = parse_tracing_data(path, tracing)?;
         let mut info = SourceInfo {
             format: match pf.compression_info().ok().flatten() {
@@ -497,28 +459,62 @@ impl PerfData {
                 info.extra.insert("perf_cmdline".into(), c.join(" "));
             }
         }
-        let cpus_available = info.nr_cpus;
+        let samples = Samples::new(
+            path.into(),
+            layouts,
+            Arc::new(Decoder::new(&formats, big)),
+            info.nr_cpus,
+        );
+        let events = PerfEvents::new(Records::new(path, data)?, samples);
         Ok(PerfData {
             path: path.into(),
             info,
-            reader,
-            pos,
-            data,
-            cpus_available,
-            decoder: Arc::new(Decoder::new(&formats, big)),
+            ahead: Ahead::spawn(events),
+            batch: VecDeque::new(),
             lost: Vec::new(),
             unknown: BTreeMap::new(),
-            last_ts: Vec::new(),
+            done: false,
         })
     }
+}
 
-    fn note_ts(&mut self, cpu: u32, ts: u64) {
-        // Callers check cpu < MAX_CPUS.
-        let i = cpu as usize;
-        if self.last_ts.len() <= i {
-            self.last_ts.resize(i + 1, None);
+impl PerfData {
+    /// Receives the next batch of events from the reading thread; false at the end.
+    fn receive(&mut self) -> Result<bool> {
+        while !self.done {
+            let msg = self.ahead.rx.recv().map_err(|_| {
+                TraceError::malformed(
+                    &self.path,
+                    Position::Offset(0),
+                    "the perf.data reading thread stopped without saying why",
+                )
+            })?;
+            match msg {
+                Msg::Events {
+                    events,
+                    lost,
+                    comms,
+                } => {
+                    self.lost.extend(lost);
+                    self.info.comms.extend(comms);
+                    let used = std::mem::replace(&mut self.batch, VecDeque::from(events));
+                    // The spent batch's memory goes back to be filled again.
+                    let _ = self.ahead.recycle.try_send(Vec::from(used));
+                    if !self.batch.is_empty() {
+                        return Ok(true);
+                    }
+                }
+                Msg::Done(unknown) => {
+                    self.unknown = unknown;
+                    self.done = true;
+                }
+                Msg::Failed(e) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
         }
-        self.last_ts[i] = Some(ts);
+        Ok(false)
     }
 }
 
@@ -528,110 +524,32 @@ impl EventSource for PerfData {
     }
 
     fn next_event(&mut self) -> Result<Option<Event>> {
-        loop {
-            let PerfFileReader {
-                perf_file,
-                record_iter,
-            } = &mut self.reader;
-            let rec = record_iter
-                .next_record(perf_file)
-                .map_err(|e| perf_err(&self.path, self.pos.load(Ordering::Relaxed), e))?;
-            let Some(rec) = rec else { return Ok(None) };
-            let PerfFileRecord::EventRecord { record, .. } = rec else {
-                continue;
-            };
-            let rtype = record.record_type;
-            if rtype == RecordType::LOST || rtype == RecordType::LOST_SAMPLES {
-                let common = record.common_data().ok();
-                let cpu = common
-                    .as_ref()
-                    .and_then(|c| c.cpu)
-                    .filter(|&c| c < super::MAX_CPUS)
-                    .unwrap_or(u32::MAX);
-                let count = match record.parse() {
-                    Ok(EventRecord::Lost(l)) => Some(l.count),
-                    _ => None,
-                };
-                let after = self.last_ts.get(cpu as usize).copied().flatten();
-                self.lost.push(LostWindow {
-                    cpu,
-                    after_ts: after,
-                    before_ts: common.and_then(|c| c.timestamp),
-                    count,
-                });
-                continue;
+        if self.batch.is_empty() && !self.receive()? {
+            return Ok(None);
+        }
+        Ok(self.batch.pop_front())
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let mut n = 0;
+        while n < max {
+            if self.batch.is_empty() && !self.receive()? {
+                break;
             }
-            if rtype == RecordType::COMM {
-                if let Ok(EventRecord::Comm(c)) = record.parse() {
-                    let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
-                    self.info.comms.insert(c.tid, name);
-                }
-                continue;
-            }
-            if rtype != RecordType::SAMPLE {
-                continue;
-            }
-            let body = record.data.as_slice();
-            let sample = match record.parse() {
-                Ok(EventRecord::Sample(s)) => s,
-                Ok(_) => continue,
-                Err(e) => {
-                    let what = format!("sample record: {e}");
-                    return Err(record_err(
-                        &self.path, self.data, &self.pos, rtype.0, &body, what,
-                    ));
-                }
-            };
-            let (Some(raw), Some(ts), Some(cpu)) = (sample.raw, sample.timestamp, sample.cpu)
-            else {
-                continue;
-            };
-            if cpu >= super::MAX_CPUS {
-                let what = format!(
-                    "sample on CPU {cpu}, beyond the {} CPUs a kernel can have",
-                    super::MAX_CPUS
-                );
-                return Err(record_err(
-                    &self.path, self.data, &self.pos, rtype.0, &body, what,
-                ));
-            }
-            if let Some(n) = self.cpus_available.filter(|&n| cpu >= n) {
-                let what =
-                    format!("sample on CPU {cpu}, but the NRCPUS header says {n} CPUs available");
-                return Err(record_err(
-                    &self.path, self.data, &self.pos, rtype.0, &body, what,
-                ));
-            }
-            let raw = raw.as_slice();
-            let decoded = match self.decoder.decode(&raw) {
-                Ok(d) => d,
-                Err(e) => {
-                    let what = format!("tracepoint payload of the sample: {}", e.0);
-                    return Err(record_err(
-                        &self.path, self.data, &self.pos, rtype.0, &body, what,
-                    ));
-                }
-            };
-            match decoded {
-                Decoded::Known { common_pid, kind } => {
-                    self.note_ts(cpu, ts);
-                    return Ok(Some(Event {
-                        ts,
-                        cpu,
-                        common_pid,
-                        kind,
-                    }));
-                }
-                Decoded::Unknown { id } => {
-                    let name = self
-                        .decoder
-                        .name_of(id)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("unknown id {id}"));
-                    *self.unknown.entry(name).or_default() += 1;
-                }
+            // A whole batch moves in one copy (a batch received whole is a Vec as it
+            // came, given back to be filled again).
+            if self.batch.len() <= max - n {
+                n += self.batch.len();
+                let mut whole = Vec::from(std::mem::take(&mut self.batch));
+                out.append(&mut whole);
+                let _ = self.ahead.recycle.try_send(whole);
+            } else {
+                let k = max - n;
+                out.extend(self.batch.drain(..k));
+                n += k;
             }
         }
+        Ok(n)
     }
 
     fn stats(&self) -> ReadStats {
