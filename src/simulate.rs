@@ -16,7 +16,7 @@ use crate::derived::{Derived, Migration, Pass, Slice, SliceEnd, SliceStart, Wake
 use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
 use crate::parallel;
-use crate::sim::{Scheduler, Sim, SimOptions, SimResult};
+use crate::sim::{Scheduler, Sim, SimOptions, SimResult, WakeDelays};
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -58,9 +58,14 @@ pub struct RunStats {
 impl RunStats {
     /// The statistics of `events` (time-ordered) on the machine `topo`.
     pub fn of(events: &[Event], topo: &Topo) -> RunStats {
+        RunStats::with_delays(events, topo).0
+    }
+
+    /// The statistics, and the machine's wakeup delays as samples a re-run draws from.
+    pub fn with_delays(events: &[Event], topo: &Topo) -> (RunStats, WakeDelays) {
         let mut s = RunStats::default();
         let (Some(first), Some(last)) = (events.first(), events.last()) else {
-            return s;
+            return (s, WakeDelays::default());
         };
         s.span_ns = last.ts.saturating_sub(first.ts);
         let n = topo.nr_cpus as usize;
@@ -92,7 +97,8 @@ impl RunStats {
         s.local_after_block = lat.local_after_block;
         s.local_preempt_latency = Percentiles::of(&mut lat.local_preempt);
         s.busy_pct = 100.0 * s.cpu_ns as f64 / (s.span_ns.max(1) as f64 * n.max(1) as f64);
-        s
+        let delays = WakeDelays::from_samples(lat.remote_idle, lat.local_idle, lat.local_preempt);
+        (s, delays)
     }
 
     /// A task's run slice: its time counts from the switch that began it, or from the
@@ -137,6 +143,7 @@ impl RunStats {
 struct LatencySamples {
     all: Vec<u32>,
     remote_idle: Vec<u32>,
+    local_idle: Vec<u32>,
     local_preempt: Vec<u32>,
     local_after_block: u64,
 }
@@ -146,8 +153,12 @@ impl LatencySamples {
     fn add(&mut self, l: &WakeupLatency) {
         let ns = l.ns().min(u32::MAX as u64) as u32;
         self.all.push(ns);
-        if l.prev_pid == 0 && l.waking_cpu != l.cpu {
-            self.remote_idle.push(ns);
+        if l.prev_pid == 0 {
+            if l.waking_cpu != l.cpu {
+                self.remote_idle.push(ns);
+            } else {
+                self.local_idle.push(ns);
+            }
         }
         let preempted = l.prev_end == SliceEnd::Preempted;
         if l.waking_cpu == l.cpu && l.prev_pid == l.waker && l.waker != 0 {
@@ -462,7 +473,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         .file_name()
         .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
     let (workload, model) = traced::build(&name, &events, topo.nr_cpus);
-    let trace = RunStats::of(&events, &topo);
+    let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
     drop(events);
     let mut policies = vec![traced_policy.clone()];
     policies.extend(
@@ -495,6 +506,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 preempt_delay_ns,
                 record: true,
                 scheduler,
+                traced_delays: traced_delays.clone(),
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;

@@ -46,6 +46,7 @@ fn run_with(
             record: false,
             // The cases are worked out with v6.1's CFS.
             scheduler: sisreplay::sim::Scheduler::Cfs,
+            traced_delays: Default::default(),
         },
     )
     .unwrap();
@@ -100,6 +101,43 @@ fn ping_pong_pairs_on_idle_cpus_never_queue() {
     // Two CPUs' worth of work on four, less the enqueues, which the CPUs wait idle for.
     let busy = 50.0 * (work_ns - (2 * ENQUEUE_NS) as f64) / work_ns;
     assert!((r.busy_pct - busy).abs() < 1.0, "{} vs {busy}", r.busy_pct);
+}
+
+/// Wakeup delays drawn from a trace's samples: the same two pairs, where a wakee sent to
+/// another, idle CPU waits only for the IPI and the idle exit, take exactly the traced
+/// delays, in the traced proportions (4 in 5 at 10 us, 1 in 5 stalled for 1 ms), however
+/// short the search and the enqueue before them. (A CPU stalled that long is not idle to
+/// the partner's next search, so some wakees now go to their waker's CPU and run as it
+/// blocks, in under a microsecond.)
+#[test]
+fn idle_cpus_wake_after_delays_drawn_from_the_trace() {
+    let mut samples = vec![10 * US as u32; 400];
+    samples.extend([MS as u32; 100]);
+    let opts = SimOptions {
+        traced_delays: sisreplay::sim::WakeDelays::from_samples(samples, Vec::new(), Vec::new()),
+        ..SimOptions::with_defaults(Topology::flat(4), "sis_util", 0, 200 * MS)
+    };
+    let r = Sim::new(synth::build("netperf-tcp-rr", 2).unwrap(), opts)
+        .unwrap()
+        .run()
+        .0;
+    assert!(r.delays_from_trace);
+    assert!(r.wakeups > 1_000, "{}", r.wakeups);
+    // Bucket i holds [2^(i-1), 2^i) us: under 1 us in bucket 0, 10 us in bucket 4,
+    // 1 ms in bucket 10.
+    let h = &r.latency_us.buckets;
+    let (fast, stalled) = (h[4], h[10..].iter().sum::<u64>());
+    let all: u64 = h.iter().sum();
+    assert_eq!(h[0] + fast + stalled, all, "{h:?}");
+    assert!(fast + stalled > all / 4, "{h:?}");
+    let share = stalled as f64 / (fast + stalled) as f64;
+    assert!(
+        (share - 0.2).abs() < 0.03,
+        "{share} of remote wakeups stalled"
+    );
+    // One whose search began before a CPU's pending wakeup was queued may still pick
+    // it and wait behind that wakee's 4 us turn.
+    assert!(r.latency.max < MS + 10 * US, "{}", r.latency.max);
 }
 
 /// CPU-bound tasks: as many as CPUs keep every CPU busy (but for the start, where the

@@ -298,7 +298,7 @@ impl Sim {
         self.result.wakeups += 1;
         self.result.placements.count(&self.m.topo, cpu, cpu);
         let v = self.tasks[t].vruntime;
-        self.check_preempt_wakeup(cpu, wk.cpu, t, v, now);
+        self.check_preempt_wakeup(cpu, wk.cpu, t, v, now, now);
     }
 }
 

@@ -47,7 +47,9 @@ use crate::wakeup::balance::Balancer;
 use crate::wakeup::sis::{select_idle_sibling, SisCounters, TimeModel};
 use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
+pub mod delays;
 pub mod eevdf;
+pub use delays::WakeDelays;
 pub use eevdf::Scheduler;
 
 const MS: u64 = 1_000_000;
@@ -116,6 +118,9 @@ pub struct SimOptions {
     pub record: bool,
     /// The fair scheduler: CFS as in v6.1, or EEVDF (v6.6+, DELAY_DEQUEUE from v6.12).
     pub scheduler: Scheduler,
+    /// A traced machine's own wakeup delays: where a kind has samples, each such delay
+    /// is drawn from them instead of `wake_ipi_ns` or `preempt_delay_ns`.
+    pub traced_delays: WakeDelays,
 }
 
 impl SimOptions {
@@ -140,6 +145,7 @@ impl SimOptions {
             seed: 1,
             record: false,
             scheduler: Scheduler::Cfs,
+            traced_delays: WakeDelays::default(),
         }
     }
 }
@@ -214,6 +220,10 @@ pub struct SimResult {
     /// Absent from results written before wakeup preemption had a delay.
     #[serde(default)]
     pub preempt_delay_ns: u64,
+    /// Whether wakeup delays were drawn from a trace's samples (the two above are then
+    /// that trace's medians, used only for kinds it had too few samples of).
+    #[serde(default)]
+    pub delays_from_trace: bool,
     /// The run-burst variation the run used (setting, share either way).
     pub jitter: f64,
     /// The seed of the variation.
@@ -256,6 +266,7 @@ impl SimResult {
             penalties: opts.penalty,
             wake_ipi_ns: opts.wake_ipi_ns,
             preempt_delay_ns: opts.preempt_delay_ns,
+            delays_from_trace: opts.traced_delays.any(),
             jitter: opts.jitter,
             seed: opts.seed,
             time_model: opts.time,
@@ -1257,7 +1268,7 @@ impl Sim {
         self.emit(now, wk.cpu, wk.pid, EventKind::Wakeup(w));
         self.timer_softirq(&wk, now, false);
         let v = self.enqueue_woken(t, dest, now);
-        self.check_preempt_wakeup(dest, wk.cpu, t, v, now);
+        self.check_preempt_wakeup(dest, wk.cpu, t, v, now, now);
     }
 
     /// A timer wakes from the timer softirq, in the context of whatever runs there: the
@@ -1301,7 +1312,7 @@ impl Sim {
         self.emit(now, dest, on_dest, EventKind::Wakeup(w));
         let v = self.enqueue_woken(t, dest, now);
         self.tasks[t].woken_at = Some(waking_at);
-        self.check_preempt_wakeup(dest, waker_cpu, t, v, now);
+        self.check_preempt_wakeup(dest, waker_cpu, t, v, waking_at, now);
     }
 
     /// A wakeup that found `t` awake is kept for its next sleep (one only, unless the
@@ -1441,42 +1452,64 @@ impl Sim {
 
     /// After a task of vruntime `v` is queued on `dest`: an idle CPU is kicked by IPI
     /// (or runs it at once, from its own CPU or without IPI delay); a running task far
-    /// enough ahead of it is preempted, after the configured delay.
-    fn check_preempt_wakeup(&mut self, dest: u32, waker_cpu: u32, t: usize, v: u64, now: u64) {
-        match self.cpus[dest as usize].curr {
-            None if dest != waker_cpu && self.opts.wake_ipi_ns > 0 => {
-                if !self.cpus[dest as usize].kicked {
-                    self.cpus[dest as usize].kicked = true;
-                    self.schedule(now + self.opts.wake_ipi_ns, Ev::Kick { cpu: dest });
-                }
+    /// enough ahead of it is preempted, after the configured delay. Delays drawn from a
+    /// trace count from the waking (`waking_at`), as the trace measured them.
+    fn check_preempt_wakeup(
+        &mut self,
+        dest: u32,
+        waker_cpu: u32,
+        t: usize,
+        v: u64,
+        waking_at: u64,
+        now: u64,
+    ) {
+        let idle = self.cpus[dest as usize].curr.is_none();
+        if idle {
+            let (samples, fixed) = if dest == waker_cpu {
+                (self.opts.traced_delays.local_idle.clone(), 0)
+            } else {
+                (
+                    self.opts.traced_delays.remote_idle.clone(),
+                    self.opts.wake_ipi_ns,
+                )
+            };
+            let at = match delays::draw(&samples, &mut self.rng) {
+                Some(ns) => (waking_at + ns).max(now),
+                None => now + fixed,
+            };
+            if at == now {
+                self.switch_to_next(dest, now, None, 0);
+            } else if !self.cpus[dest as usize].kicked {
+                self.cpus[dest as usize].kicked = true;
+                self.schedule(at, Ev::Kick { cpu: dest });
             }
-            None => self.switch_to_next(dest, now, None, 0),
-            Some(_) if self.opts.scheduler.is_eevdf() => {
-                // check_preempt_wakeup_fair updates the running task first.
-                let running_v = self.running_vruntime(dest, now).expect("a running task");
-                self.cpus[dest as usize].curr_vruntime_seen = running_v;
-                if self.eevdf_would_pick(dest, t, now) {
-                    if self.opts.preempt_delay_ns == 0 {
-                        self.resched_eevdf(dest, now);
-                    } else {
-                        let gen = self.cpus[dest as usize].gen;
-                        let at = now + self.opts.preempt_delay_ns;
-                        self.schedule(at, Ev::Resched { cpu: dest, gen });
-                    }
-                }
+            return;
+        }
+        let preempts = if self.opts.scheduler.is_eevdf() {
+            // check_preempt_wakeup_fair updates the running task first.
+            let running_v = self.running_vruntime(dest, now).expect("a running task");
+            self.cpus[dest as usize].curr_vruntime_seen = running_v;
+            self.eevdf_would_pick(dest, t, now)
+        } else {
+            let running_v = self.running_vruntime(dest, now).expect("a running task");
+            running_v > v + self.tun.wakeup_granularity
+        };
+        if !preempts {
+            return;
+        }
+        let at = match delays::draw(&self.opts.traced_delays.preempt, &mut self.rng) {
+            Some(ns) => (waking_at + ns).max(now),
+            None => now + self.opts.preempt_delay_ns,
+        };
+        if at == now {
+            if self.opts.scheduler.is_eevdf() {
+                self.resched_eevdf(dest, now);
+            } else {
+                self.preempt(dest, now);
             }
-            Some(_) => {
-                let running_v = self.running_vruntime(dest, now).expect("a running task");
-                if running_v > v + self.tun.wakeup_granularity {
-                    if self.opts.preempt_delay_ns == 0 {
-                        self.preempt(dest, now);
-                    } else {
-                        let gen = self.cpus[dest as usize].gen;
-                        let at = now + self.opts.preempt_delay_ns;
-                        self.schedule(at, Ev::Resched { cpu: dest, gen });
-                    }
-                }
-            }
+        } else {
+            let gen = self.cpus[dest as usize].gen;
+            self.schedule(at, Ev::Resched { cpu: dest, gen });
         }
     }
 
