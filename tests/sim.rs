@@ -365,7 +365,7 @@ fn synth_runs_are_seeded_and_deterministic() {
 fn compare_and_report_show_simulated_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display().to_string();
-    cli(&[
+    let printed = cli(&[
         "synth",
         "--machine",
         "x86-40",
@@ -386,6 +386,20 @@ fn compare_and_report_show_simulated_results() {
         dir.path()
             .join(format!("synth-x86-40-netperf-tcp-rr-30-{p}"))
     };
+    // Each bundle is listed with its size: the sum of its files' sizes.
+    let printed = String::from_utf8(printed).unwrap();
+    for p in ["sis_prop", "sis_util"] {
+        let files = ["events.parquet", "meta.json", "results/sim.json"];
+        let bytes: u64 = files
+            .iter()
+            .map(|f| std::fs::metadata(b(p).join(f)).unwrap().len())
+            .sum();
+        let line = format!("  {}  {:.1} MiB", b(p).display(), bytes as f64 / 1048576.0);
+        assert!(
+            printed.lines().any(|l| l == line),
+            "{line:?} not in {printed}"
+        );
+    }
     let sim = |p: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(b(p).join("results/sim.json")).unwrap())
             .unwrap()

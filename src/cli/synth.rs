@@ -127,14 +127,40 @@ pub(super) fn synth(args: SynthArgs) -> Result<(), Error> {
         );
         println!("{}", crate::report::text::fit(&text));
     }
-    let written: Vec<String> = results
+    let written: Vec<(&Path, u64)> = results
         .iter()
-        .filter_map(|r| r.bundle.as_ref().map(|b| b.display().to_string()))
+        .filter_map(|r| r.bundle.as_deref().map(|b| (b, bundle_bytes(b))))
         .collect();
     if !written.is_empty() {
-        println!("bundles: {}", written.join(" "));
+        let total: u64 = written.iter().map(|(_, n)| n).sum();
+        println!("bundles written ({}):", mib(total));
+        for (b, n) in &written {
+            println!("  {}  {}", b.display(), mib(*n));
+        }
     }
     Ok(())
+}
+
+/// The bytes of a bundle's files (events, meta, results), as written.
+fn bundle_bytes(dir: &Path) -> u64 {
+    fn walk(dir: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => walk(&e.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    }
+    walk(dir)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// A load step whose CPUs are busy this share of the time or more is said to saturate.
