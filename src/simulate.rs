@@ -472,8 +472,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         .bundle
         .file_name()
         .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
-    let (workload, model) = traced::build(&name, &events, topo.nr_cpus);
+    let (workload, mut model) = traced::build(&name, &events, topo.nr_cpus);
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
+    let traced_delays = traced_delays.with_wakeups(std::mem::take(&mut model.wake_delays));
     drop(events);
     let mut policies = vec![traced_policy.clone()];
     policies.extend(

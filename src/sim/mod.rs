@@ -49,7 +49,7 @@ use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
 pub mod delays;
 pub mod eevdf;
-pub use delays::WakeDelays;
+pub use delays::{DelayKind, TracedWakeup, WakeDelays};
 pub use eevdf::Scheduler;
 
 const MS: u64 = 1_000_000;
@@ -1465,15 +1465,12 @@ impl Sim {
     ) {
         let idle = self.cpus[dest as usize].curr.is_none();
         if idle {
-            let (samples, fixed) = if dest == waker_cpu {
-                (self.opts.traced_delays.local_idle.clone(), 0)
+            let (kind, fixed) = if dest == waker_cpu {
+                (DelayKind::LocalIdle, 0)
             } else {
-                (
-                    self.opts.traced_delays.remote_idle.clone(),
-                    self.opts.wake_ipi_ns,
-                )
+                (DelayKind::RemoteIdle, self.opts.wake_ipi_ns)
             };
-            let at = match delays::draw(&samples, &mut self.rng) {
+            let at = match self.traced_delay(t, kind) {
                 Some(ns) => (waking_at + ns).max(now),
                 None => now + fixed,
             };
@@ -1497,7 +1494,7 @@ impl Sim {
         if !preempts {
             return;
         }
-        let at = match delays::draw(&self.opts.traced_delays.preempt, &mut self.rng) {
+        let at = match self.traced_delay(t, DelayKind::Preempt) {
             Some(ns) => (waking_at + ns).max(now),
             None => now + self.opts.preempt_delay_ns,
         };
@@ -1511,6 +1508,14 @@ impl Sim {
             let gen = self.cpus[dest as usize].gen;
             self.schedule(at, Ev::Resched { cpu: dest, gen });
         }
+    }
+
+    /// The trace's delay for the wakeup of `t` that ends its current sleep step, of
+    /// `kind`, if the re-run takes delays from a trace.
+    fn traced_delay(&mut self, t: usize, kind: DelayKind) -> Option<u64> {
+        let step = self.tasks[t].pc.saturating_sub(1);
+        let pid = self.tasks[t].pid;
+        self.opts.traced_delays.of(pid, step, kind, &mut self.rng)
     }
 
     /// update_min_vruntime: the least vruntime of the running task (its current stint

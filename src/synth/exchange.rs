@@ -45,8 +45,9 @@ const DOMINANT_PCT: usize = 95;
 /// the writes and sleeps it shows).
 const MIN_HIDDEN_PCT: u64 = 10;
 
-/// Completes the exchanges of request-response pairs in the tasks' step lists.
-pub fn complete(tasks: &mut [Vec<Step>]) -> Exchanges {
+/// Completes the exchanges of request-response pairs in the tasks' step lists; `moved`
+/// gets, for each task whose list changed, the new index of each of its old steps.
+pub fn complete(tasks: &mut [Vec<Step>], moved: &mut BTreeMap<usize, Vec<usize>>) -> Exchanges {
     let n = tasks.len();
     // Per task: how often it woke each other task, and how often each woke it.
     let mut woke = vec![BTreeMap::<usize, usize>::new(); n];
@@ -72,8 +73,8 @@ pub fn complete(tasks: &mut [Vec<Step>]) -> Exchanges {
             continue;
         }
         let (mut a, mut b) = (tasks[i].clone(), tasks[p].clone());
-        let (wa, ra) = alternate(&mut a, p);
-        let (wb, rb) = alternate(&mut b, i);
+        let (wa, ra, moved_a) = alternate(&mut a, p);
+        let (wb, rb, moved_b) = alternate(&mut b, i);
         let traced = exchange_ops(&tasks[i], p) + exchange_ops(&tasks[p], i);
         if (wa + ra + wb + rb) * 100 < traced * MIN_HIDDEN_PCT {
             // A pair whose trace shows nearly every write and read (its tasks on
@@ -83,6 +84,8 @@ pub fn complete(tasks: &mut [Vec<Step>]) -> Exchanges {
         }
         tasks[i] = a;
         tasks[p] = b;
+        moved.insert(i, moved_a);
+        moved.insert(p, moved_b);
         found.pairs += 1;
         found.writes_added += wa + wb;
         found.reads_added += ra + rb;
@@ -116,9 +119,11 @@ enum Op {
 }
 
 /// Makes `steps` alternate writes to `peer` and sleeps (reads); returns the writes and
-/// reads added. Timed sleeps are not reads and are left where they are.
-fn alternate(steps: &mut Vec<Step>, peer: usize) -> (u64, u64) {
+/// reads added, and the new index of each old step. Timed sleeps are not reads and are
+/// left where they are.
+fn alternate(steps: &mut Vec<Step>, peer: usize) -> (u64, u64, Vec<usize>) {
     let mut out = Vec::with_capacity(steps.len() + steps.len() / 2);
+    let mut moved = Vec::with_capacity(steps.len());
     let (mut writes, mut reads) = (0, 0);
     let mut last = None;
     for &s in steps.iter() {
@@ -142,10 +147,11 @@ fn alternate(steps: &mut Vec<Step>, peer: usize) -> (u64, u64) {
             }
             _ => {}
         }
+        moved.push(out.len());
         out.push(s);
     }
     *steps = out;
-    (writes, reads)
+    (writes, reads, moved)
 }
 
 #[cfg(test)]
@@ -181,7 +187,8 @@ mod tests {
                 w(0),
             ],
         ];
-        let found = complete(&mut tasks);
+        let mut moved = BTreeMap::new();
+        let found = complete(&mut tasks, &mut moved);
         assert_eq!(
             found,
             Exchanges {
@@ -218,6 +225,10 @@ mod tests {
                 w(0)
             ]
         );
+        // Where each old step went: after the read put in before task 0's second
+        // write, and after the write put in before task 1's second read.
+        assert_eq!(moved[&0], [0, 1, 2, 4, 5, 6]);
+        assert_eq!(moved[&1], [0, 1, 2, 4, 5, 6, 7, 8]);
     }
 
     #[test]
@@ -229,7 +240,10 @@ mod tests {
             vec![Step::Sleep, w(0), Step::Sleep, w(0)],
         ];
         let mut tasks = tasks0.clone();
-        assert_eq!(complete(&mut tasks), Exchanges::default());
+        assert_eq!(
+            complete(&mut tasks, &mut BTreeMap::new()),
+            Exchanges::default()
+        );
         assert_eq!(tasks, tasks0);
     }
 
@@ -237,7 +251,7 @@ mod tests {
     fn a_pair_seen_waking_once_each_way_is_not_taken_for_an_exchange() {
         let tasks0 = vec![vec![w(1), w(1), Step::Sleep], vec![Step::Sleep, w(0)]];
         let mut tasks = tasks0.clone();
-        assert_eq!(complete(&mut tasks).pairs, 0);
+        assert_eq!(complete(&mut tasks, &mut BTreeMap::new()).pairs, 0);
         assert_eq!(tasks, tasks0);
     }
 }

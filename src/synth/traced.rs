@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use super::{Start, Step, TaskSpec, Workload};
 use crate::abi::WF_SYNC;
 use crate::derived::{SliceEnd, Slices};
+use crate::sim::delays::{DelayKind, TracedWakeup};
 use crate::state::machine::TaskState;
 use crate::trace::{Event, EventKind, Wake};
 
@@ -39,6 +40,10 @@ pub struct TracedShape {
     pub probed_sync: u64,
     /// Request-response pairs, with the writes and reads the trace could not show.
     pub exchanges: super::exchange::Exchanges,
+    /// Each task's traced wakeups by pid, each as the index of the sleep step it ended
+    /// and how long and in what way the task waited from its waking to running.
+    #[serde(skip)]
+    pub wake_delays: HashMap<i32, Vec<(usize, TracedWakeup)>>,
 }
 
 #[derive(Default)]
@@ -53,6 +58,11 @@ struct Building {
     ran: u64,
     /// Asleep since (ns) and the index of its Sleep step, when asleep.
     asleep: Option<(u64, Option<usize>)>,
+    /// Woken from its sleep step, not yet running: the step, and when, where and by
+    /// whom the waking was.
+    woken: Option<(usize, u64, u32, i32)>,
+    /// Its wakeups' delays: the sleep step each ended, and the wait.
+    delays: Vec<(usize, TracedWakeup)>,
     exited: bool,
     /// Woken while still on its CPU: the kernel dequeues a blocking task before the
     /// switch is traced, so a waking can come first. The sleep that follows is then
@@ -268,6 +278,24 @@ impl Builder {
                 cpu: e.cpu,
             });
             b.on_cpu_since = Some(e.ts);
+            if let Some((k, waking_ns, waking_cpu, waker)) = b.woken.take() {
+                let kind = if *prev_pid == 0 {
+                    if waking_cpu == e.cpu {
+                        DelayKind::LocalIdle
+                    } else {
+                        DelayKind::RemoteIdle
+                    }
+                } else if waking_cpu == e.cpu
+                    && *prev_pid == waker
+                    && ends.prev.end == SliceEnd::Preempted
+                {
+                    DelayKind::Preempt
+                } else {
+                    DelayKind::Other
+                };
+                let ns = e.ts.saturating_sub(waking_ns).min(u32::MAX as u64) as u32;
+                b.delays.push((k, TracedWakeup { kind, ns }));
+            }
             if let Some((since, Some(k))) = b.asleep.take() {
                 // Running again without a recorded waking (lost, or not traced): the
                 // sleep ends by itself.
@@ -332,6 +360,9 @@ impl Builder {
         if asleep.is_none() && !blocking {
             self.shape.ignored_wakings += 1;
             return;
+        }
+        if let Some((_, Some(k))) = asleep {
+            wakee.woken = Some((k, now, e.cpu, waker));
         }
         if waker != 0 && waker != w.pid {
             self.guess_waker(e.cpu, waker, t0);
@@ -411,9 +442,19 @@ impl Builder {
             .iter_mut()
             .map(|b| std::mem::take(&mut b.steps))
             .collect();
-        self.shape.exchanges = super::exchange::complete(&mut steps);
-        for (b, s) in self.tasks.iter_mut().zip(steps) {
+        let mut moved = std::collections::BTreeMap::new();
+        self.shape.exchanges = super::exchange::complete(&mut steps, &mut moved);
+        for (i, (b, s)) in self.tasks.iter_mut().zip(steps).enumerate() {
             b.steps = s;
+            let mut delays = std::mem::take(&mut b.delays);
+            if let Some(new_index) = moved.get(&i) {
+                for (k, _) in &mut delays {
+                    *k = new_index[*k];
+                }
+            }
+            if !delays.is_empty() {
+                self.shape.wake_delays.insert(b.pid, delays);
+            }
         }
         self.shape.first_ns = self.first.unwrap_or(0);
         self.shape.tasks = self.tasks.len();
@@ -531,6 +572,15 @@ mod tests {
             ),
             (3, 1, 1)
         );
+        // The waits of the wakeups that ended a sleep step: 20's timer on its idle CPU
+        // (1 us), 10's wakeup that preempted its waker (3 us). 20's first wakeup ended
+        // no step (asleep since before the trace), its last came before it slept.
+        let d = |kind, ns| TracedWakeup { kind, ns };
+        assert_eq!(
+            shape.wake_delays[&20],
+            [(2, d(DelayKind::LocalIdle, 1_000))]
+        );
+        assert_eq!(shape.wake_delays[&10], [(4, d(DelayKind::Preempt, 3_000))]);
     }
 
     /// A waking of a task still on its CPU that then is preempted, not put to sleep, woke
