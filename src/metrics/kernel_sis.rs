@@ -158,9 +158,10 @@ pub fn text(m: &Measured, policy: &str, modelled: &SisCounters) -> String {
 
 /// The policy model of a rig kernel built with patch series (its release ends in
 /// `-rig-SERIES+SERIES...`, see traces/rig/kernel/), given the policy its sched features
-/// select: SIS_UTIL on a kernel with `sis-util-v3` runs v3's formula; SIS_PROP on one with
-/// `cas` (and `cas-static`) runs CAS over SIS_PROP's budget, which is what the cas models
-/// assume. Anything else keeps `by_features`.
+/// select: SIS_UTIL on a kernel with `sis-util-v3` runs v3's formula; on one with `cas`
+/// (and `cas-static`) the capacity rules run under the budget of SIS_PROP or SIS_UTIL,
+/// whichever the features select (the port keeps both limits). Anything else (NO_SIS_UTIL
+/// too, whose unlimited scan a cas model does not take) keeps `by_features`.
 pub fn patched_policy(release: Option<&str>, by_features: &'static str) -> &'static str {
     let Some((_, series)) = release.and_then(|r| r.split_once("-rig-")) else {
         return by_features;
@@ -170,6 +171,8 @@ pub fn patched_policy(release: Option<&str>, by_features: &'static str) -> &'sta
         "sis_util" if has("sis-util-v3") => "sis_util_v3",
         "sis_prop" if has("cas-static") => "cas_static",
         "sis_prop" if has("cas") => "cas",
+        "sis_util" if has("cas-static") => "cas_static:budget=sis_util",
+        "sis_util" if has("cas") => "cas:budget=sis_util",
         p => p,
     }
 }
@@ -185,7 +188,8 @@ mod tests {
         assert_eq!(patched_policy(v3, "no_limit"), "no_limit");
         let cas = Some("6.1.192-rig-sis-stats+noinline+cas");
         assert_eq!(patched_policy(cas, "sis_prop"), "cas");
-        assert_eq!(patched_policy(cas, "sis_util"), "sis_util");
+        assert_eq!(patched_policy(cas, "sis_util"), "cas:budget=sis_util");
+        assert_eq!(patched_policy(cas, "no_limit"), "no_limit");
         let st = Some("6.1.192-rig-sis-stats+noinline+cas+cas-static");
         assert_eq!(patched_policy(st, "sis_prop"), "cas_static");
         assert_eq!(

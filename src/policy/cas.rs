@@ -16,13 +16,26 @@
 //! capload < threshold. target and prev are taken only when idle and not low; the
 //! idle-core, SMT and CPU scans take the first idle CPU that is not low and otherwise
 //! fall back to the idle low-capacity CPU with the highest capload. The 2017 patch sat on
-//! the SIS_PROP scan of its day; here the budget is v5.18 SIS_PROP's.
+//! the SIS_PROP scan of its day; here the budget is v5.18 SIS_PROP's, or SIS_UTIL's
+//! (`budget=sis_util`): ported to a v6.1 kernel, the patch's rules apply under whichever
+//! scan limit the kernel's features select.
 //!
 //! `cas_static` is the review's alternative (Peter Zijlstra): a fixed per-CPU cutoff
 //! instead of global state: low when capload < `cutoff` (default 768, ¾ of capacity).
 
 use super::sis_prop::{SisProp, DEFAULT_AVG_IDLE_NS};
-use super::{Budget, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+use super::sis_util::SisUtil;
+use super::{Budget, LlcBalance, ParamInfo, ParamKind, Params, Policy, PolicyInfo, ScanContext};
+
+/// The scan limit CAS's search runs under.
+const BUDGET: ParamInfo = ParamInfo {
+    name: "budget",
+    kind: ParamKind::Choice {
+        default: "sis_prop",
+        options: &["sis_prop", "sis_util"],
+    },
+    doc: "the scan limit under the capacity rules: v5.18 SIS_PROP's, or SIS_UTIL's (imbalance_pct 117)",
+};
 
 /// Builds `cas` (the percentile threshold) from checked parameters.
 pub fn build(p: &Params) -> Box<dyn Policy> {
@@ -48,6 +61,7 @@ pub static INFO: PolicyInfo = PolicyInfo {
         },
         ParamInfo { name: "hz",
             kind: ParamKind::Int { default: 250, min: 100, max: 1000 }, doc: "CONFIG_HZ, for LOAD_FREQ and SIS_PROP aging" },
+        BUDGET,
     ],
     replayable: true,
 };
@@ -77,6 +91,7 @@ pub static STATIC_INFO: PolicyInfo = PolicyInfo {
             },
             doc: "CONFIG_HZ, for SIS_PROP aging",
         },
+        BUDGET,
     ],
     replayable: true,
 };
@@ -114,8 +129,8 @@ pub fn buckets_of(caploads: &[u32]) -> [u32; BUCKETS] {
     b
 }
 
-/// CAS over v5.18 SIS_PROP's budget: `cas` (global percentile threshold, recomputed every
-/// LOAD_FREQ) or `cas_static` (fixed cutoff).
+/// CAS over a scan budget (v5.18 SIS_PROP's or SIS_UTIL's): `cas` (global percentile
+/// threshold, recomputed every LOAD_FREQ) or `cas_static` (fixed cutoff).
 pub struct Cas {
     /// Some(cutoff) for cas_static.
     cutoff: Option<u32>,
@@ -123,7 +138,8 @@ pub struct Cas {
     load_freq_ns: u64,
     next_update_ns: u64,
     threshold: u32,
-    search: SisProp,
+    /// The policy whose budget limits the scan.
+    search: Box<dyn Policy>,
 }
 
 impl Cas {
@@ -142,7 +158,10 @@ impl Cas {
             next_update_ns: 0,
             // init_capacity_buckets puts every CPU at capload 1023: nothing is low.
             threshold: 0,
-            search: SisProp::new(hz, DEFAULT_AVG_IDLE_NS),
+            search: match p.choice("budget") {
+                "sis_util" => Box::new(SisUtil::new(super::sis_util::DEFAULT_PCT)),
+                _ => Box::new(SisProp::new(hz, DEFAULT_AVG_IDLE_NS)),
+            },
         }
     }
 
@@ -162,6 +181,9 @@ impl Policy for Cas {
     }
     fn on_avg_idle(&mut self, cpu: u32, avg_idle_ns: u64, now_ns: u64) {
         self.search.on_avg_idle(cpu, avg_idle_ns, now_ns)
+    }
+    fn on_llc_balance(&mut self, llc: u32, seen: &LlcBalance) {
+        self.search.on_llc_balance(llc, seen)
     }
     fn on_capacities(&mut self, caploads: &[u32], now_ns: u64) {
         if self.cutoff.is_none() && now_ns >= self.next_update_ns {
@@ -236,5 +258,35 @@ mod tests {
         // LOAD_FREQ = 5 s + 1 jiffy later it is recomputed.
         p.on_capacities(&[200; 8], 5_001_000_000);
         assert_eq!(p.threshold(), 192);
+    }
+
+    #[test]
+    fn the_budget_is_sis_utils_when_asked_for() {
+        let ctx = ScanContext {
+            llc: 0,
+            llc_size: 16,
+            ..Default::default()
+        };
+        let half_busy = LlcBalance {
+            weight: 16,
+            sum_util: 512 * 16,
+            idle_cpus: 8,
+        };
+        // SIS_UTIL's worked example: x = 512 over 16 CPUs scans 10.
+        let mut p = Cas::from_params(&Params::parse(&INFO, "budget=sis_util").unwrap(), false);
+        p.on_llc_balance(0, &half_busy);
+        assert_eq!(p.budget(&ctx), Budget::Cpus(10));
+        let mut p = Cas::from_params(
+            &Params::parse(&STATIC_INFO, "budget=sis_util").unwrap(),
+            true,
+        );
+        p.on_llc_balance(0, &half_busy);
+        assert_eq!(p.budget(&ctx), Budget::Cpus(10));
+        // SIS_PROP's ignores the LLC's utilisation.
+        let mut p = Cas::from_params(&Params::parse(&INFO, "").unwrap(), false);
+        let before = p.budget(&ctx);
+        p.on_llc_balance(0, &half_busy);
+        assert_eq!(p.budget(&ctx), before);
+        assert_ne!(before, Budget::Cpus(10));
     }
 }
