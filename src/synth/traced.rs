@@ -18,7 +18,7 @@ use crate::abi::WF_SYNC;
 use crate::derived::{SliceEnd, Slices};
 use crate::sim::delays::{DelayKind, TracedWakeup};
 use crate::state::machine::TaskState;
-use crate::trace::{Event, EventKind, Wake};
+use crate::trace::{Comm, Event, EventKind, Wake};
 
 /// What the builder read, besides the tasks.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -101,6 +101,14 @@ fn cancel_early(tasks: &mut [Building], i: usize, shape: &mut TracedShape) {
 }
 
 impl Building {
+    /// Takes the task's latest name: a task that execs (a shell starting the benchmark)
+    /// is known in the re-run by what it became.
+    fn rename(&mut self, comm: &Comm) {
+        if self.comm.as_bytes() != comm.as_bytes() {
+            self.comm = comm.to_str_lossy().into_owned();
+        }
+    }
+
     /// Sets how the task enters the run, the first time it is seen; whether this was it.
     fn begin(&mut self, start: Start) -> bool {
         let first = self.start.is_none();
@@ -268,11 +276,13 @@ impl Builder {
         }
         if *prev_pid != 0 {
             let i = self.slot(*prev_pid, || prev_comm.to_str_lossy().into());
+            self.tasks[i].rename(prev_comm);
             self.switch_out(i, ends.prev.end, e, t0);
         }
         if *next_pid != 0 {
             let i = self.slot(*next_pid, || next_comm.to_str_lossy().into());
             let b = &mut self.tasks[i];
+            b.rename(next_comm);
             b.begin(Start::At {
                 at_ns: e.ts - t0,
                 cpu: e.cpu,
@@ -472,7 +482,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Comm, Wake};
+    use crate::trace::Wake;
 
     const US: u64 = 1_000;
 
@@ -505,6 +515,21 @@ mod tests {
                 target_cpu: cpu as i32,
             }),
         }
+    }
+
+    /// A shell that execs the benchmark is known by the benchmark's name.
+    #[test]
+    fn a_task_takes_the_name_it_had_last() {
+        let mut first = switch(0, 0, 0, 0, 30);
+        let mut later = switch(10 * US, 0, 30, 1, 0);
+        if let EventKind::Switch { next_comm, .. } = &mut first.kind {
+            *next_comm = Comm::from_bytes(b"sh");
+        }
+        if let EventKind::Switch { prev_comm, .. } = &mut later.kind {
+            *prev_comm = Comm::from_bytes(b"sched-pipe");
+        }
+        let (w, _) = build("t", &[first, later], 1);
+        assert_eq!(w.tasks[0].comm, "sched-pipe");
     }
 
     /// Task 10 runs 10 us, wakes 20, runs 5 us more and sleeps; 20 runs 30 us and
