@@ -106,6 +106,11 @@ pub struct Meta {
     /// known (simulated bundles: what a kernel running the policy would show).
     #[serde(default)]
     pub sched_features: Option<String>,
+    /// Whether the traced kernel keeps the time spent in interrupts as pressure on CPU
+    /// capacity (CONFIG_IRQ_TIME_ACCOUNTING), from its config when the capture could
+    /// read it; None when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_time_accounting: Option<bool>,
 }
 
 impl Meta {
@@ -416,6 +421,7 @@ fn build_meta(
         extra: info.extra.clone(),
         provenance: std::mem::take(&mut opts.provenance),
         sched_features: opts.sched_features.take(),
+        irq_time_accounting: None,
     }
 }
 

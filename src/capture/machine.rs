@@ -22,6 +22,30 @@ pub fn kernel_release() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Whether the running kernel was built with CONFIG_IRQ_TIME_ACCOUNTING (and so keeps
+/// interrupt time as pressure on CPU capacity), from /proc/config.gz or
+/// /boot/config-RELEASE; None when neither can be read.
+pub fn irq_time_accounting(release: Option<&str>) -> Option<bool> {
+    use std::io::Read;
+    let from_proc = std::fs::read("/proc/config.gz").ok().and_then(|gz| {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    });
+    let text =
+        from_proc.or_else(|| std::fs::read_to_string(format!("/boot/config-{}", release?)).ok())?;
+    Some(config_is_set(&text, "CONFIG_IRQ_TIME_ACCOUNTING"))
+}
+
+/// Whether a kernel config sets `option` to y (an option it does not list is off).
+pub fn config_is_set(config: &str, option: &str) -> bool {
+    config
+        .lines()
+        .any(|l| l.strip_prefix(option).is_some_and(|rest| rest == "=y"))
+}
+
 /// The machine's hostname, or `host` when it cannot be read.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -98,5 +122,19 @@ mod tests {
         // 2026-12-02 16:10:54 UTC
         assert_eq!(super::utc(1_796_227_854).1, "20261202-161054");
         assert_eq!(super::utc(951_782_400).0, "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn config_options_set_unset_and_absent() {
+        let config = "CONFIG_TICK_CPU_ACCOUNTING=y\n# CONFIG_IRQ_TIME_ACCOUNTING is not set\n\
+                      CONFIG_IRQ_TIME_ACCOUNTING_X=y\nCONFIG_PARAVIRT_TIME_ACCOUNTING=y\n";
+        assert!(!super::config_is_set(config, "CONFIG_IRQ_TIME_ACCOUNTING"));
+        assert!(super::config_is_set(
+            config,
+            "CONFIG_PARAVIRT_TIME_ACCOUNTING"
+        ));
+        assert!(!super::config_is_set(config, "CONFIG_HZ_1000"));
+        let on = "CONFIG_IRQ_TIME_ACCOUNTING=y\n";
+        assert!(super::config_is_set(on, "CONFIG_IRQ_TIME_ACCOUNTING"));
     }
 }

@@ -326,6 +326,7 @@ fn setup(
         specs,
         topology_assumed: meta.is_none_or(|m| m.topology_assumed),
         probes: meta.is_some_and(|m| m.counts.contains_key("select_task_rq_enter")),
+        irq_pressure: meta.and_then(|m| m.irq_time_accounting) != Some(false),
     })
 }
 

@@ -38,6 +38,8 @@ pub struct Setup {
     pub topology_assumed: bool,
     /// The trace is known to carry the select_task_rq_fair probes.
     pub probes: bool,
+    /// Interrupts take CPU capacity (avg_irq), unless the kernel is known not to keep it.
+    pub irq_pressure: bool,
 }
 
 /// One policy being replayed, with its counts.
@@ -215,6 +217,7 @@ impl<'o> Replayer<'o> {
         let idle_scan_from = vec![None; setup.topo.nr_cpus as usize];
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
+        machine.irq_pressure = setup.irq_pressure;
         let mut lookahead = Lookahead::new(opts.lookahead_ns);
         if setup.probes {
             lookahead.expect_probes();
@@ -804,6 +807,7 @@ mod tests {
             specs: vec![PolicySpec::parse("no_limit").unwrap()],
             topology_assumed: false,
             probes: true,
+            irq_pressure: true,
         };
         let mut seen = Seen::default();
         let mut r = Replayer::new(setup, &ReplayOptions::default(), vec![&mut seen]).unwrap();

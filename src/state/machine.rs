@@ -252,6 +252,9 @@ pub struct Machine {
     /// keeps its parent's for life unless it wakes others, so this reaches every task
     /// a workload forks from one started before the trace.
     pub flips_before_trace: u32,
+    /// Interrupt time counts as pressure on capacity (avg_irq), as it does in a kernel
+    /// built with CONFIG_IRQ_TIME_ACCOUNTING; without it the kernel keeps no avg_irq.
+    pub irq_pressure: bool,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
     /// runqueue or pending wakeups, so that change goes through this type.
@@ -298,6 +301,7 @@ impl Machine {
             idle_cores: BTreeMap::new(),
             earlier_flips: HashMap::new(),
             flips_before_trace: 0,
+            irq_pressure: true,
         }
     }
 
@@ -659,7 +663,7 @@ impl Machine {
     /// the last event there; every event on the CPU does this first.
     fn update_pressure(&mut self, cpu: u32, now: u64) {
         let cs = &mut self.cpus[cpu as usize];
-        let in_irq = cs.irq_depth > 0;
+        let in_irq = cs.irq_depth > 0 && self.irq_pressure;
         let rt = cs.curr != 0 && cs.curr_prio < 100;
         cs.irq_avg
             .update(now, in_irq as u64, in_irq as u64, in_irq, 1);
@@ -938,6 +942,47 @@ mod tests {
             c.smt_siblings = vec![c.cpu & !1, c.cpu | 1];
         }
         Machine::new(Topo::new(&t, 4))
+    }
+
+    /// Interrupt time takes capacity (avg_irq) only in a kernel that keeps it: 40 ms of
+    /// every 50 in interrupts leaves a CPU well under full capacity, or at full capacity
+    /// without CONFIG_IRQ_TIME_ACCOUNTING.
+    #[test]
+    fn interrupts_take_capacity_only_where_the_kernel_counts_them() {
+        use crate::trace::{Event, EventKind};
+        let capacity = |irq_pressure: bool| {
+            let mut m = machine(2);
+            m.irq_pressure = irq_pressure;
+            let at = |ts, kind| Event {
+                ts,
+                cpu: 1,
+                common_pid: 0,
+                kind,
+            };
+            for i in 0..20u64 {
+                let t = i * 50_000_000;
+                m.apply(&at(
+                    t,
+                    EventKind::IrqEntry {
+                        irq: 1,
+                        name: "timer".into(),
+                    },
+                ));
+                m.apply(&at(t + 40_000_000, EventKind::IrqExit { irq: 1, ret: 1 }));
+            }
+            m.apply(&at(
+                1_000_000_000,
+                EventKind::IrqEntry {
+                    irq: 1,
+                    name: "timer".into(),
+                },
+            ));
+            m.capacity(1)
+        };
+        assert_eq!(capacity(false), 1024);
+        let pressed = capacity(true);
+        assert!(pressed < 512, "{pressed}");
+        assert_eq!(machine(2).capacity(1), 1024);
     }
 
     /// has_idle_cores as the kernel keeps it: unknown at the start (the truth is used),

@@ -185,6 +185,14 @@ copy_with_libs() {
         cp -L "$lib" "$rd$lib"
     done
 }
+# The kernel's config where a capture looks for it: it says whether interrupts take CPU
+# capacity (CONFIG_IRQ_TIME_ACCOUNTING), which replay then follows.
+if [ -n "${release:-}" ]; then
+    config=$cache/root/boot/config-$release
+    [ -z "$kernel" ] || config=$(dirname "$vmlinuz")/.config
+    mkdir -p "$rd/boot"
+    cp "$config" "$rd/boot/config-$release"
+fi
 copy_with_libs "$bin"
 copy_with_libs "$(command -v hackbench)"
 copy_with_libs "$(command -v perf)"
