@@ -387,6 +387,22 @@ fn perf_feature(d: &[u8], bit: usize) -> (usize, usize) {
     (entry, u64_at(entry))
 }
 
+/// An attrs entry size of 0 (found by fuzzing: the perf.data crate divides by it) or
+/// below the first perf_event_attr version is refused at its offset in the header.
+#[test]
+fn perf_data_with_an_impossible_attr_size() {
+    let d = std::fs::read(sample("hackbench-perf.data")).unwrap();
+    for size in [0u64, 1, 79] {
+        let mut m = d.clone();
+        m[16..24].copy_from_slice(&size.to_le_bytes());
+        import_fails(
+            &format!("attr-size-{size}.data"),
+            &m,
+            &["offset 0x10", &format!("attr_size is {size}")],
+        );
+    }
+}
+
 #[test]
 fn perf_data_with_an_absurd_nrcpus_header() {
     for file in ["hackbench-perf.data", "hackbench-perf-z.data"] {

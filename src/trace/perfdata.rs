@@ -36,6 +36,9 @@ const EVENT_DESC_BIT: usize = 12;
 const NRCPUS_BIT: usize = 7;
 /// The fixed part of the perf.data header: magic, size, attr_size and three sections.
 const HEADER_LEN: u64 = 104;
+/// The smallest entry of the attrs section: a perf_event_attr of its first version
+/// (PERF_ATTR_SIZE_VER0, 64 bytes) and the section of its event ids (16).
+const MIN_FILE_ATTR_LEN: u64 = 64 + 16;
 
 /// Checks the header's own numbers against the file, so that a truncated or damaged file
 /// is reported with the offset that is wrong rather than as a parse failure deep inside.
@@ -44,6 +47,7 @@ fn check_header(path: &Path) -> Result<(u64, u64)> {
     let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map_err(|e| TraceError::io(path, e))?.len();
     let h = read_fixed_header(&mut f, path, len)?;
+    check_attr_size(path, &h)?;
     check_sections(path, &h, len)?;
     let (table, entries) = read_feature_table(&mut f, path, &h, len)?;
     check_feature_sections(&mut f, path, &h, len, table, &entries)?;
@@ -86,6 +90,23 @@ fn read_fixed_header(f: &mut File, path: &Path, len: u64) -> Result<[u8; HEADER_
         ));
     }
     Ok(h)
+}
+
+/// The size of each entry of the attrs section holds at least a first-version attr and
+/// its ids (a size of 0 would leave the attrs uncountable).
+fn check_attr_size(path: &Path, h: &[u8]) -> Result<()> {
+    let attr_size = le_u64(h, 16);
+    if attr_size < MIN_FILE_ATTR_LEN {
+        return Err(TraceError::malformed(
+            path,
+            Position::Offset(16),
+            format!(
+                "the header's attr_size is {attr_size}, smaller than the {MIN_FILE_ATTR_LEN} \
+                 bytes of the first perf_event_attr version and its ids"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The header's three sections (attrs, data, event types) end within the file.
