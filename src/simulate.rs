@@ -673,6 +673,14 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
                  wakeups, {trace:.0} % of the trace's (the rest waited for the waker to block)"
             );
         }
+        let res = &own.result;
+        let _ = writeln!(
+            out,
+            "Wakeup delays (IPI and idle exit, preemption) of the re-run: {} as the traced \
+             wakeup that ended the same sleep, {} drawn from the trace's of their kind, {} \
+             the model's constants",
+            res.delays_traced, res.delays_drawn, res.delays_fixed
+        );
     }
 }
 

@@ -123,6 +123,10 @@ fn idle_cpus_wake_after_delays_drawn_from_the_trace() {
         .0;
     assert!(r.delays_from_trace);
     assert!(r.wakeups > 1_000, "{}", r.wakeups);
+    // No traced task to take a delay from: every remote idle wakeup draws, and the
+    // preemptions and local idle wakeups (no samples) keep the model's constants.
+    assert_eq!(r.delays_traced, 0);
+    assert!(r.delays_drawn > 1_000, "{}", r.delays_drawn);
     // Bucket i holds [2^(i-1), 2^i) us: under 1 us in bucket 0, 10 us in bucket 4,
     // 1 ms in bucket 10.
     let h = &r.latency_us.buckets;

@@ -35,6 +35,19 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     let span = f["span_ratio"].as_f64().unwrap();
     assert!((0.9..1.1).contains(&span), "span x{span}");
     assert_eq!(own["result"]["unfinished_tasks"], 0);
+    // Wakeup delays come from the trace: about half as the traced wakeup that ended the
+    // same sleep, most others drawn from the trace's of their kind; the model's
+    // constants only for a kind the trace shows fewer than 50 of.
+    let res = &own["result"];
+    let traced = res["delays_traced"].as_u64().unwrap();
+    let drawn = res["delays_drawn"].as_u64().unwrap();
+    let fixed = res["delays_fixed"].as_u64().unwrap();
+    assert!(res["delays_from_trace"].as_bool().unwrap());
+    assert!(
+        traced > 10_000 && drawn > 0,
+        "{traced} traced, {drawn} drawn"
+    );
+    assert!(fixed * 10 < traced + drawn, "{fixed} fixed");
     // The model: 4 sched-pipe tasks and their wakeups of each other; the trace's own
     // sched_waking count bounds the dependencies.
     let m = &r["model"];

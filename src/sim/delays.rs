@@ -109,14 +109,16 @@ impl WakeDelays {
         step: usize,
         kind: DelayKind,
         rng: &mut fastrand::Rng,
-    ) -> Option<u64> {
+    ) -> Option<(u64, Source)> {
         let traced = self.by_pid.get(&pid).and_then(|w| {
             let i = w.binary_search_by_key(&step, |&(k, _)| k).ok()?;
             Some(&w[i].1)
         });
         match traced {
-            Some(w) if w.kind == kind && kind != DelayKind::Other => Some(w.ns as u64),
-            _ => draw(self.samples(kind), rng),
+            Some(w) if w.kind == kind && kind != DelayKind::Other => {
+                Some((w.ns as u64, Source::Traced))
+            }
+            _ => draw(self.samples(kind), rng).map(|ns| (ns, Source::Drawn)),
         }
     }
 
@@ -127,6 +129,15 @@ impl WakeDelays {
             && self.preempt.is_empty()
             && self.by_pid.is_empty())
     }
+}
+
+/// Where a wakeup's delay came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The traced wakeup that ended the same sleep, of the same kind.
+    Traced,
+    /// Drawn from the trace's samples of the kind.
+    Drawn,
 }
 
 /// One of `samples` chosen uniformly, or None when there are none.
@@ -177,13 +188,17 @@ mod tests {
         );
         let mut rng = fastrand::Rng::with_seed(1);
         let r = DelayKind::RemoteIdle;
-        assert_eq!(d.of(42, 3, r, &mut rng), Some(5_000_000));
+        let (traced, drawn) = (Source::Traced, Source::Drawn);
+        assert_eq!(d.of(42, 3, r, &mut rng), Some((5_000_000, traced)));
         // The wakeup that ended sleep step 8 preempted; a remote one draws.
-        assert_eq!(d.of(42, 8, r, &mut rng), Some(7));
+        assert_eq!(d.of(42, 8, r, &mut rng), Some((7, drawn)));
         // A sleep the trace did not end, and a task it does not have, likewise.
-        assert_eq!(d.of(42, 5, r, &mut rng), Some(7));
-        assert_eq!(d.of(43, 3, r, &mut rng), Some(7));
-        assert_eq!(d.of(42, 8, DelayKind::Preempt, &mut rng), Some(30));
+        assert_eq!(d.of(42, 5, r, &mut rng), Some((7, drawn)));
+        assert_eq!(d.of(43, 3, r, &mut rng), Some((7, drawn)));
+        assert_eq!(
+            d.of(42, 8, DelayKind::Preempt, &mut rng),
+            Some((30, traced))
+        );
         // No samples of a kind: no delay from the trace.
         assert_eq!(d.of(42, 3, DelayKind::Preempt, &mut rng), None);
     }

@@ -224,6 +224,15 @@ pub struct SimResult {
     /// that trace's medians, used only for kinds it had too few samples of).
     #[serde(default)]
     pub delays_from_trace: bool,
+    /// Wakeup delays taken from the traced wakeup that ended the same sleep.
+    #[serde(default)]
+    pub delays_traced: u64,
+    /// Wakeup delays drawn from the trace's samples of their kind.
+    #[serde(default)]
+    pub delays_drawn: u64,
+    /// Wakeup delays of the model's constants (a kind the trace shows too little of).
+    #[serde(default)]
+    pub delays_fixed: u64,
     /// The run-burst variation the run used (setting, share either way).
     pub jitter: f64,
     /// The seed of the variation.
@@ -267,6 +276,9 @@ impl SimResult {
             wake_ipi_ns: opts.wake_ipi_ns,
             preempt_delay_ns: opts.preempt_delay_ns,
             delays_from_trace: opts.traced_delays.any(),
+            delays_traced: 0,
+            delays_drawn: 0,
+            delays_fixed: 0,
             jitter: opts.jitter,
             seed: opts.seed,
             time_model: opts.time,
@@ -1515,7 +1527,14 @@ impl Sim {
     fn traced_delay(&mut self, t: usize, kind: DelayKind) -> Option<u64> {
         let step = self.tasks[t].pc.saturating_sub(1);
         let pid = self.tasks[t].pid;
-        self.opts.traced_delays.of(pid, step, kind, &mut self.rng)
+        let delay = self.opts.traced_delays.of(pid, step, kind, &mut self.rng);
+        let r = &mut self.result;
+        match delay {
+            Some((_, delays::Source::Traced)) => r.delays_traced += 1,
+            Some((_, delays::Source::Drawn)) => r.delays_drawn += 1,
+            None => r.delays_fixed += 1,
+        }
+        delay.map(|(ns, _)| ns)
     }
 
     /// update_min_vruntime: the least vruntime of the running task (its current stint
