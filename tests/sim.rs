@@ -471,3 +471,89 @@ fn a_waker_waits_for_a_held_runqueue_lock() {
     assert_eq!((r.rq_lock_waits, r.rq_lock_wait_ns), (1, 300));
     assert!(r.remote_rq_locks >= 19, "{}", r.remote_rq_locks);
 }
+
+/// A traced task, run once: `steps` from `start`.
+fn traced_task(comm: &str, start: synth::Start, steps: Vec<Step>) -> TaskSpec {
+    TaskSpec {
+        comm: comm.into(),
+        pid: None,
+        steps,
+        looping: false,
+        start,
+        pinned: None,
+    }
+}
+
+/// A wake that comes while its task sleeps on a timer does not end that sleep (a timed
+/// sleep runs to its timer, as nanosleep does): it is kept for the task's next sleep,
+/// which it ends at once. Only the timer wakes the task, and both tasks finish.
+#[test]
+fn a_wake_during_a_timed_sleep_is_kept_for_the_next_sleep() {
+    let w = Workload {
+        name: "timed".into(),
+        unit: "rounds",
+        tasks: vec![
+            traced_task(
+                "sleeper",
+                synth::Start::Runnable { cpu: Some(0) },
+                vec![
+                    Step::SleepFor(100 * US),
+                    Step::Run(10 * US),
+                    Step::Sleep,
+                    Step::Count,
+                ],
+            ),
+            traced_task(
+                "waker",
+                synth::Start::Runnable { cpu: Some(1) },
+                vec![
+                    Step::Run(10 * US),
+                    Step::Wake {
+                        task: 0,
+                        sync: false,
+                    },
+                ],
+            ),
+        ],
+        wakes_counted: true,
+    };
+    let r = run(w, Topology::flat(2), "sis_util", MS);
+    assert_eq!((r.wakeups, r.units, r.unfinished_tasks), (1, 1, 0));
+}
+
+/// A task with nothing left to do but the cache refill of the migration that woke it
+/// runs the refill and exits; it does not go back to sleep waiting for more.
+#[test]
+fn a_woken_task_with_no_steps_exits_after_its_refill() {
+    let w = Workload {
+        name: "refill".into(),
+        unit: "rounds",
+        tasks: vec![
+            TaskSpec {
+                start: synth::Start::Runnable { cpu: Some(0) },
+                pinned: Some(0),
+                ..TaskSpec::looping("spinner".into(), vec![Step::Run(50 * MS)])
+            },
+            traced_task("wakee", synth::Start::Asleep { cpu: 0 }, vec![]),
+            traced_task(
+                "waker",
+                synth::Start::Runnable { cpu: Some(1) },
+                vec![
+                    Step::Run(10 * US),
+                    Step::Wake {
+                        task: 1,
+                        sync: true,
+                    },
+                    Step::Run(10 * US),
+                ],
+            ),
+        ],
+        wakes_counted: true,
+    };
+    let r = run(w, Topology::flat(2), "sis_util", 5 * MS);
+    // Its prev CPU is the spinner's: a sync wakeup from the waker, alone on its CPU,
+    // pulls the wakee there (wake_affine_idle), and it pays the same-LLC refill.
+    assert_eq!(r.placements.same_llc, 1, "{:?}", r.placements);
+    assert!(r.penalty_ns >= Penalty::default().same_llc_ns);
+    assert_eq!(r.unfinished_tasks, 0);
+}

@@ -344,6 +344,10 @@ struct Task {
     /// Not forked yet (Start::At, Start::Forked): a wake that comes first is kept for
     /// it, as a message sent to a task that does not exist yet waits for it.
     unborn: bool,
+    /// In a timed sleep: only its timer ends it; a task's wake that comes meanwhile is
+    /// kept for its next sleep (a traced task's timed sleep was ended by an interrupt,
+    /// not by the wake that follows it).
+    timed: bool,
 }
 
 /// Who wakes a task, as the wakeup's events and its selection see it.
@@ -721,6 +725,7 @@ impl Sim {
                 protected: false,
                 delayed: false,
                 unborn: matches!(t.start, Start::At { .. } | Start::Forked),
+                timed: false,
             })
             .collect();
         let v0 = if opts.scheduler.is_eevdf() {
@@ -930,7 +935,11 @@ impl Sim {
                         self.stint_end(cpu, now);
                     }
                 }
-                Ev::Timer { task } => self.wake(task, None, now),
+                Ev::Timer { task } => {
+                    if std::mem::take(&mut self.tasks[task].timed) {
+                        self.wake(task, None, now);
+                    }
+                }
                 Ev::Resched { cpu, gen } => {
                     let c = &self.cpus[cpu as usize];
                     if c.gen == gen && c.curr.is_some() && !c.rq.is_empty() {
@@ -1109,6 +1118,15 @@ impl Sim {
                 self.switch_to_next(cpu, now, Some(t), EXIT_DEAD);
                 return;
             }
+            if task.debt > 0 {
+                // Time charged to it (its searches as a waker, a cache refill after
+                // a move) is run before any step, even by a task with no steps left.
+                let c = &self.cpus[cpu as usize];
+                let end = (now + task.debt).min(c.slice_end.max(now + 1));
+                let gen = c.gen;
+                self.schedule(end, Ev::Stint { cpu, gen });
+                return;
+            }
             if spec.steps.is_empty() {
                 // A looping task with nothing to do would spin in zero time: it sleeps.
                 task.state = State::Sleeping;
@@ -1116,11 +1134,10 @@ impl Sim {
                 return;
             }
             let step = spec.steps[task.pc % spec.steps.len()];
-            let work = match (task.debt, step, task.left) {
-                (d, _, _) if d > 0 => Some(d),
-                (_, Step::Run(0), None) => None,
-                (_, Step::Run(_), Some(left)) => Some(left),
-                (_, Step::Run(ns), None) => {
+            let work = match (step, task.left) {
+                (Step::Run(0), None) => None,
+                (Step::Run(_), Some(left)) => Some(left),
+                (Step::Run(ns), None) => {
                     let ns = if spec.looping && self.opts.jitter > 0.0 {
                         let f = 1.0 + self.opts.jitter * (2.0 * self.rng.f64() - 1.0);
                         ((ns as f64 * f) as u64).max(1)
@@ -1155,6 +1172,7 @@ impl Sim {
                 Step::Sleep | Step::SleepFor(_) => {
                     if let Step::SleepFor(ns) = step {
                         self.schedule(now + ns, Ev::Timer { task: t });
+                        self.tasks[t].timed = true;
                     }
                     if self.opts.scheduler.is_eevdf() {
                         self.dequeue_sleeper(cpu, t, now);
@@ -1232,6 +1250,10 @@ impl Sim {
     /// Wakes `t`, by a task (`by`: waker, its CPU, sync) or by a timer.
     fn wake(&mut self, t: usize, by: Option<(usize, u32, bool)>, now: u64) {
         if self.tasks[t].exited {
+            return;
+        }
+        if self.tasks[t].timed && by.is_some() {
+            self.keep_wake_pending(t);
             return;
         }
         if self.tasks[t].delayed {
