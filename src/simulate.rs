@@ -473,6 +473,14 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         .file_name()
         .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
     let (workload, mut model) = traced::build(&name, &events, topo.nr_cpus);
+    model.stuck_tasks = crate::synth::feasible::stuck_tasks(&workload)
+        .iter()
+        .map(|s| {
+            let t = &workload.tasks[s.task];
+            let pid = t.pid.map_or_else(|| "?".into(), |p| p.to_string());
+            format!("{}/{pid} at step {} of {}", t.comm, s.step, t.steps.len())
+        })
+        .collect();
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
     let traced_delays = traced_delays.with_wakeups(std::mem::take(&mut model.wake_delays));
     drop(events);
@@ -633,12 +641,36 @@ fn render_runs(out: &mut String, r: &Rerun) {
     for a in &r.runs {
         row(out, &format!("sim {}", a.policy), &a.stats);
     }
-    for a in r.runs.iter().filter(|a| a.result.unfinished_tasks > 0) {
+    if m.unended_sleeps > 0 {
         let _ = writeln!(
             out,
-            "sim {}: {} of {} tasks did not finish (waiting for a wakeup their re-run order \
-             never produced)",
-            a.policy, a.result.unfinished_tasks, m.tasks
+            "model: {} sleeps no order of its steps could end (wakes lost in building it) \
+             were taken out",
+            m.unended_sleeps
+        );
+    }
+    if !m.stuck_tasks.is_empty() {
+        const SHOWN: usize = 5;
+        let more = match m.stuck_tasks.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let _ = writeln!(
+            out,
+            "model: {} of {} tasks wait for a wakeup no order of the model's steps gives them \
+             (the model holds a dependency the trace did not have): {}{more}",
+            m.stuck_tasks.len(),
+            m.tasks,
+            m.stuck_tasks[..m.stuck_tasks.len().min(SHOWN)].join(", ")
+        );
+    }
+    for a in r.runs.iter().filter(|a| a.result.unfinished_tasks > 0) {
+        let lost = (a.result.unfinished_tasks as usize).saturating_sub(m.stuck_tasks.len());
+        let _ = writeln!(
+            out,
+            "sim {}: {} of {} tasks did not finish ({} of them waiting for a wakeup their \
+             re-run order never produced, or with work left at the end)",
+            a.policy, a.result.unfinished_tasks, m.tasks, lost
         );
     }
 }

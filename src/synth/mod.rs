@@ -5,6 +5,7 @@
 //! per workload, not tuned per experiment.
 
 pub mod exchange;
+pub mod feasible;
 pub mod steps;
 pub mod traced;
 

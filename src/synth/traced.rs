@@ -40,6 +40,14 @@ pub struct TracedShape {
     pub probed_sync: u64,
     /// Request-response pairs, with the writes and reads the trace could not show.
     pub exchanges: super::exchange::Exchanges,
+    /// Sleeps no order of the model's steps could end (a wake the model lost), taken
+    /// out.
+    pub unended_sleeps: u64,
+    /// Tasks the model leaves waiting for a wakeup under every order of its steps
+    /// (see [`super::feasible`]): a dependency the trace did not have. Each as
+    /// `comm/pid at step k of n`; empty for a consistent model. Set by the caller that
+    /// checks it.
+    pub stuck_tasks: Vec<String>,
     /// Each task's traced wakeups by pid, each as the index of the sleep step it ended
     /// and how long and in what way the task waited from its waking to running.
     #[serde(skip)]
@@ -319,6 +327,9 @@ impl Builder {
     fn switch_out(&mut self, i: usize, left: SliceEnd, e: &Event, t0: u64) {
         let now = e.ts;
         let b = &mut self.tasks[i];
+        // Woken and leaving again with no switch in recorded: how long its wakeup took
+        // is not known.
+        b.woken = None;
         if b.begin(Start::Runnable { cpu: Some(e.cpu) }) {
             // Running when the trace began.
             b.on_cpu_since = Some(t0);
@@ -365,12 +376,16 @@ impl Builder {
         let waker = e.common_pid;
         let wakee = &mut self.tasks[i];
         let asleep = wakee.asleep.take();
-        // On its CPU still (blocking), not queued after a preemption.
-        let blocking = asleep.is_none() && wakee.on_cpu_since.is_some() && wakee.early.is_none();
+        // On its CPU still (blocking), not queued after a preemption. A task woken from
+        // its last sleep and not seen running since ran all the same, its switch in not
+        // recorded (a waking is traced only for a task that set a sleeping state).
+        let on_cpu = wakee.on_cpu_since.is_some() || wakee.woken.is_some();
+        let blocking = asleep.is_none() && on_cpu && wakee.early.is_none();
         if asleep.is_none() && !blocking {
             self.shape.ignored_wakings += 1;
             return;
         }
+        wakee.woken = None;
         if let Some((_, Some(k))) = asleep {
             wakee.woken = Some((k, now, e.cpu, waker));
         }
@@ -469,12 +484,23 @@ impl Builder {
         self.shape.first_ns = self.first.unwrap_or(0);
         self.shape.tasks = self.tasks.len();
         let specs = self.tasks.into_iter().map(Building::into_spec).collect();
-        let workload = Workload {
+        let mut workload = Workload {
             name: name.into(),
             unit: "run bursts",
             tasks: specs,
             wakes_counted: true,
         };
+        // A sleep no order of the steps can end waits for a wake the model lost: one
+        // side of an exchange shows a turn the other's list cannot (at the ends of the
+        // trace), or an interrupt's wakeup was charged to a task that, in the model, waits
+        // for the woken one. The trace shows every sleep ended; so does the model, those
+        // sleeps taken out (counted), so that a re-run that leaves tasks waiting has
+        // lost a wakeup itself.
+        let (_, unended) = super::feasible::drop_unended_sleeps(&workload, |_, _| true);
+        for &(i, k) in &unended {
+            workload.tasks[i].steps[k] = NOTHING;
+        }
+        self.shape.unended_sleeps = unended.len() as u64;
         (workload, self.shape)
     }
 }
@@ -606,6 +632,38 @@ mod tests {
             [(2, d(DelayKind::LocalIdle, 1_000))]
         );
         assert_eq!(shape.wake_delays[&10], [(4, d(DelayKind::Preempt, 3_000))]);
+    }
+
+    /// A trace that lost a switch in (a CPU leaving idle for a task it woke): 10 is woken
+    /// from its sleep and next seen leaving its CPU again, in between woken once more
+    /// (before that second sleep was traced). The second waking ends the second sleep,
+    /// as if the switch in had been seen: each sleep is paired with a wake, and the
+    /// model finishes under every order.
+    #[test]
+    fn a_waking_after_a_lost_switch_in_ends_the_next_sleep() {
+        let events = vec![
+            switch(0, 0, 0, 0, 10),
+            switch(0, 1, 0, 0, 20),
+            switch(10 * US, 0, 10, 1, 0),
+            waking(12 * US, 1, 20, 10),
+            // 10's switch in on CPU 0 is missing here.
+            waking(20 * US, 1, 20, 10),
+            switch(22 * US, 0, 10, 1, 0),
+            switch(25 * US, 1, 20, 1, 0),
+        ];
+        let (w, shape) = build("t", &events, 2);
+        let sleeps = w.tasks[0]
+            .steps
+            .iter()
+            .filter(|s| **s == Step::Sleep)
+            .count();
+        let wakes = w.tasks[1]
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Wake { task: 0, .. }))
+            .count();
+        assert_eq!((sleeps, wakes, shape.ignored_wakings), (2, 2, 0));
+        assert_eq!(super::super::feasible::stuck_tasks(&w), vec![]);
     }
 
     /// A waking of a task still on its CPU that then is preempted, not put to sleep, woke
