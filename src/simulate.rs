@@ -588,12 +588,14 @@ fn render_runs(out: &mut String, r: &Rerun) {
     let m = &r.model;
     let _ = writeln!(
         out,
-        "{}: {} tasks, {} wakeups between tasks, {} by timers or interrupts ({} with probed \
-         wake flags); traced policy {}; scheduler {}",
+        "{}: {} tasks, {} wakeups between tasks, {} by timers or interrupts ({} of them \
+         charged by the trace to the task they interrupted; {} with probed wake flags); \
+         traced policy {}; scheduler {}",
         short(&r.bundle),
         m.tasks,
         m.task_wakeups,
         m.timer_wakeups,
+        m.interrupted_wakings,
         m.probed_sync,
         r.traced_policy,
         r.scheduler.describe()

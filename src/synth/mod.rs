@@ -6,6 +6,7 @@
 
 pub mod exchange;
 pub mod feasible;
+pub mod interrupted;
 pub mod steps;
 pub mod traced;
 

@@ -6,12 +6,14 @@
 //! IRQ context) becomes a timed sleep of the traced length. Preemption is not a sleep:
 //! the burst continues when the task runs again.
 //!
-//! What a trace cannot tell is left out: a waking inside an interrupt that the capture
-//! did not record (no irq events) is taken for the interrupted task's own; run bursts
+//! What a trace cannot tell is inferred or left out: a waking inside an interrupt that
+//! the capture did not record (no irq events, or an hrtimer's, which has none) is taken
+//! for the interrupted task's own, unless its wakee's wakings show the timer's pattern
+//! (see [`super::interrupted`]); run bursts
 //! keep the time the traced kernel spent searching and refilling caches, which the
 //! simulator then charges again by its own model.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Start, Step, TaskSpec, Workload};
 use crate::abi::WF_SYNC;
@@ -33,6 +35,9 @@ pub struct TracedShape {
     pub task_wakeups: u64,
     /// Wakeups from an interrupt or the idle task, which became timed sleeps.
     pub timer_wakeups: u64,
+    /// Of those, wakings the trace charges to a task that were its interrupt's: a
+    /// timer's on the sleeper's own CPU (see [`super::interrupted`]).
+    pub interrupted_wakings: u64,
     /// Wakings of tasks that had not gone to sleep (no step: nothing to wait for).
     pub ignored_wakings: u64,
     /// Wake flags came from the select_task_rq_fair probe for this many task wakeups;
@@ -157,6 +162,7 @@ impl Building {
 /// Builds the model from a trace's events (in time order). `name` names the workload.
 pub fn build(name: &str, events: &[Event], nr_cpus: u32) -> (Workload, TracedShape) {
     let mut builder = Builder::new(nr_cpus);
+    builder.timer_woken = super::interrupted::timer_woken(events);
     for e in events {
         builder.add(e);
     }
@@ -177,6 +183,8 @@ struct Builder {
     last_wake: Vec<Option<(usize, usize)>>,
     shape: TracedShape,
     first: Option<u64>,
+    /// Tasks whose wakings by the task running on their CPU are their timers'.
+    timer_woken: HashSet<i32>,
 }
 
 impl Builder {
@@ -192,6 +200,7 @@ impl Builder {
             last_wake: vec![None; n],
             shape: TracedShape::default(),
             first: None,
+            timer_woken: HashSet::new(),
         }
     }
 
@@ -397,6 +406,12 @@ impl Builder {
             && self.running(e.cpu) == waker
             && self.irq_depth[cpu] == 0
             && self.index.contains_key(&waker);
+        // A timer's waking charged to the task it interrupted (see super::interrupted).
+        let timer = by_task
+            && self.timer_woken.contains(&w.pid)
+            && i64::from(e.cpu) == i64::from(w.target_cpu);
+        self.shape.interrupted_wakings += timer as u64;
+        let by_task = by_task && !timer;
         if by_task {
             let wi = self.index[&waker];
             let wb = &mut self.tasks[wi];
@@ -664,6 +679,35 @@ mod tests {
             .count();
         assert_eq!((sleeps, wakes, shape.ignored_wakings), (2, 2, 0));
         assert_eq!(super::super::feasible::stuck_tasks(&w), vec![]);
+    }
+
+    /// 7 sleeps on CPU 0 twelve times and is woken there each time by whichever of three
+    /// tasks runs on CPU 0 (its timer, in an interrupt the trace does not show): its
+    /// sleeps become timed sleeps of their traced length, and no task wakes it.
+    #[test]
+    fn a_timer_charged_to_whoever_runs_on_the_sleepers_cpu_stays_a_timer() {
+        let mut events = vec![switch(0, 0, 0, 0, 7)];
+        for k in 0..12u64 {
+            let t = k * 100 * US;
+            let by = 100 + (k % 3) as i32;
+            events.push(switch(t + 10 * US, 0, 7, 1, by));
+            events.push(waking(t + 50 * US, 0, by, 7));
+            events.push(switch(t + 60 * US, 0, by, 0x100, 7));
+        }
+        let (w, shape) = build("t", &events, 1);
+        assert_eq!(w.tasks[0].pid, Some(7));
+        let timed = w.tasks[0]
+            .steps
+            .iter()
+            .filter(|s| **s == Step::SleepFor(40 * US))
+            .count();
+        let wakes = w
+            .tasks
+            .iter()
+            .flat_map(|t| &t.steps)
+            .filter(|s| matches!(s, Step::Wake { .. }))
+            .count();
+        assert_eq!((timed, wakes, shape.interrupted_wakings), (12, 0, 12));
     }
 
     /// A waking of a task still on its CPU that then is preempted, not put to sleep, woke
