@@ -484,6 +484,13 @@ fn traced_task(comm: &str, start: synth::Start, steps: Vec<Step>) -> TaskSpec {
     }
 }
 
+/// A traced task on CPU 1 that runs 10 us, wakes `task`, then does `then`.
+fn waker_on_cpu_1(task: usize, sync: bool, then: &[Step]) -> TaskSpec {
+    let mut steps = vec![Step::Run(10 * US), Step::Wake { task, sync }];
+    steps.extend_from_slice(then);
+    traced_task("waker", synth::Start::Runnable { cpu: Some(1) }, steps)
+}
+
 /// A wake that comes while its task sleeps on a timer does not end that sleep (a timed
 /// sleep runs to its timer, as nanosleep does): it is kept for the task's next sleep,
 /// which it ends at once. Only the timer wakes the task, and both tasks finish.
@@ -503,17 +510,7 @@ fn a_wake_during_a_timed_sleep_is_kept_for_the_next_sleep() {
                     Step::Count,
                 ],
             ),
-            traced_task(
-                "waker",
-                synth::Start::Runnable { cpu: Some(1) },
-                vec![
-                    Step::Run(10 * US),
-                    Step::Wake {
-                        task: 0,
-                        sync: false,
-                    },
-                ],
-            ),
+            waker_on_cpu_1(0, false, &[]),
         ],
         wakes_counted: true,
     };
@@ -535,18 +532,7 @@ fn a_woken_task_with_no_steps_exits_after_its_refill() {
                 ..TaskSpec::looping("spinner".into(), vec![Step::Run(50 * MS)])
             },
             traced_task("wakee", synth::Start::Asleep { cpu: 0 }, vec![]),
-            traced_task(
-                "waker",
-                synth::Start::Runnable { cpu: Some(1) },
-                vec![
-                    Step::Run(10 * US),
-                    Step::Wake {
-                        task: 1,
-                        sync: true,
-                    },
-                    Step::Run(10 * US),
-                ],
-            ),
+            waker_on_cpu_1(1, true, &[Step::Run(10 * US)]),
         ],
         wakes_counted: true,
     };
