@@ -47,6 +47,7 @@ fn run_with(
             // The cases are worked out with v6.1's CFS.
             scheduler: sisreplay::sim::Scheduler::Cfs,
             traced_delays: Default::default(),
+            flips_before_trace: 0,
         },
     )
     .unwrap();
@@ -542,4 +543,30 @@ fn a_woken_task_with_no_steps_exits_after_its_refill() {
     assert_eq!(r.placements.same_llc, 1, "{:?}", r.placements);
     assert!(r.penalty_ns >= Penalty::default().same_llc_ns);
     assert_eq!(r.unfinished_tasks, 0);
+}
+
+/// Seven CPU-bound tasks queued on CPU 0 and one on CPU 1: CPU 1 is never idle, so only
+/// the periodic balance of busy CPUs can even them out. Its first pass at the LLC
+/// (every 2 ms · busy_factor 16) finds CPU 0's load 7 tasks against 1 and moves half the
+/// difference, 3 tasks; then 4 and 4 stay.
+#[test]
+fn busy_cpus_balance_periodically() {
+    let spinner = |cpu: u32| TaskSpec {
+        start: synth::Start::Runnable { cpu: Some(cpu) },
+        ..TaskSpec::looping("spinner".into(), vec![Step::Run(100 * MS)])
+    };
+    let mut tasks: Vec<TaskSpec> = (0..7).map(|_| spinner(0)).collect();
+    tasks.push(spinner(1));
+    let w = Workload {
+        name: "busy".into(),
+        unit: "rounds",
+        tasks,
+        wakes_counted: false,
+    };
+    let r = run(w, Topology::flat(2), "sis_util", 500 * MS);
+    assert_eq!(
+        r.balance_migrations.same_llc, 3,
+        "{:?}",
+        r.balance_migrations
+    );
 }

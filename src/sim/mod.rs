@@ -60,6 +60,10 @@ const WAKEUP_GRANULARITY: u64 = MS;
 /// EEVDF's sysctl_sched_base_slice, normalized likewise.
 const BASE_SLICE: u64 = 750_000;
 const BALANCE_INTERVAL: u64 = 4 * MS;
+/// sd->busy_factor: a busy CPU balances this many times less often than an idle one.
+const BUSY_FACTOR: u64 = 16;
+/// sysctl_sched_nr_migrate: at most this many tasks move in one balance.
+const NR_MIGRATE: u64 = 32;
 /// How long an enqueue or a context switch holds a runqueue lock (replay's default).
 const RQ_LOCK_HOLD_NS: u64 = 300;
 
@@ -121,6 +125,9 @@ pub struct SimOptions {
     /// A traced machine's own wakeup delays: where a kind has samples, each such delay
     /// is drawn from them instead of `wake_ipi_ns` or `preempt_delay_ns`.
     pub traced_delays: WakeDelays,
+    /// wakee_flips assumed for a traced task as it first appears (what it had, or
+    /// inherited at fork, before the trace; see Machine::flips_before_trace).
+    pub flips_before_trace: u32,
 }
 
 impl SimOptions {
@@ -146,6 +153,7 @@ impl SimOptions {
             record: false,
             scheduler: Scheduler::Cfs,
             traced_delays: WakeDelays::default(),
+            flips_before_trace: 0,
         }
     }
 }
@@ -454,13 +462,15 @@ struct GroupStats {
     idle_cpus: u64,
     weight: u64,
     util: u64,
+    /// The CPUs' PELT load (cpu_load) summed.
+    load: u64,
     kind: GroupType,
 }
 
 impl GroupStats {
     /// group_classify: overloaded with more tasks than CPUs and its utilisation above
     /// capacity / imbalance_pct; fully busy with no idle CPU left that way; else spare.
-    fn of(nr: u64, idle_cpus: u64, weight: u64, util: u64, pct: u64) -> GroupStats {
+    fn of(nr: u64, idle_cpus: u64, weight: u64, util: u64, load: u64, pct: u64) -> GroupStats {
         let capacity = 1024 * weight;
         let util_high = util * pct > capacity * 100;
         let kind = if nr > weight && util_high {
@@ -475,13 +485,19 @@ impl GroupStats {
             idle_cpus,
             weight,
             util,
+            load,
             kind,
         }
     }
 
-    /// avg_load with every task at nice 0: tasks per CPU, scaled.
+    /// avg_load: the group's load per CPU of capacity 1024.
     fn avg_load(&self) -> u64 {
-        self.nr * 1024 / self.weight.max(1)
+        self.load / self.weight.max(1)
+    }
+
+    /// The load of one of its tasks, on average.
+    fn task_load(&self) -> u64 {
+        (self.load / self.nr.max(1)).max(1)
     }
 }
 
@@ -518,8 +534,12 @@ fn imbalance(
         }
     }
     if local.kind != GroupType::HasSpare {
-        // migrate_load: at least the one task a newly idle CPU takes.
-        return 1;
+        // migrate_load: the load that brings both to the domain's average, in tasks
+        // of the busiest group's average load; at least the one task a newly idle CPU
+        // takes.
+        let per_cpu = busiest.avg_load().saturating_sub(local.avg_load()) / 2;
+        let load = per_cpu * local.weight.min(busiest.weight);
+        return (load / busiest.task_load()).max(1);
     }
     if busiest.kind == GroupType::Overloaded && !within_llc {
         // migrate_util: fill the local group's spare capacity.
@@ -734,7 +754,8 @@ impl Sim {
             0
         };
         let result = SimResult::empty(&workload, &opts, nr);
-        let m = Machine::new(topo);
+        let mut m = Machine::new(topo);
+        m.flips_before_trace = opts.flips_before_trace;
         Ok(Sim {
             tun: Tunables::for_cpus(nr),
             balancer: Balancer::new(&m),
@@ -1630,22 +1651,23 @@ impl Sim {
 
     /// The statistics of a group of CPUs.
     fn group_stats(&self, cpus: &[u32], pct: u64) -> GroupStats {
-        let (mut nr, mut idle, mut util) = (0u64, 0u64, 0u64);
+        let (mut nr, mut idle, mut util, mut load) = (0u64, 0u64, 0u64, 0u64);
         for &c in cpus {
             let cpu = &self.cpus[c as usize];
             let n = cpu.rq.len() as u64 + cpu.curr.is_some() as u64;
             nr += n;
             idle += (n == 0) as u64;
             util += self.m.cpu_util(c);
+            load += self.m.cpu_load(c);
         }
-        GroupStats::of(nr, idle, cpus.len() as u64, util, pct)
+        GroupStats::of(nr, idle, cpus.len() as u64, util, load, pct)
     }
 
     /// load_balance at domain level `li` of idle `cpu`: the groups are the child
     /// domain's spans (single CPUs at the lowest level); the CPU to pull a task from
     /// when the busiest group is imbalanced against the local one, as
     /// find_busiest_group and calculate_imbalance decide, then its busiest runqueue.
-    fn balance_source(&self, cpu: u32, li: usize, now: u64) -> Option<u32> {
+    fn balance_source(&self, cpu: u32, li: usize, now: u64) -> Option<(u32, u64)> {
         let levels = &self.topo_levels[cpu as usize];
         let l = &levels[li];
         let child_of = |c: u32| -> Vec<u32> {
@@ -1703,7 +1725,7 @@ impl Sim {
         if imb == 0 {
             return None;
         }
-        self.busiest_rq(&span, cpu, now)
+        Some((self.busiest_rq(&span, cpu, now)?, imb))
     }
 
     /// sched_balance_newidle: domain by domain outwards, as far as the policy reaches,
@@ -1733,7 +1755,7 @@ impl Sim {
             }
             spent += cost;
             let name = l.name;
-            if let Some(from) = self.balance_source(cpu, li, now) {
+            if let Some((from, _)) = self.balance_source(cpu, li, now) {
                 let t = self.pull(from, cpu, now)?;
                 *self
                     .result
@@ -1749,17 +1771,45 @@ impl Sim {
     /// Periodic idle balance: idle CPUs pull a waiting task from the nearest
     /// imbalanced domain (nohz idle balance), NUMA domains included.
     fn balance(&mut self, now: u64) {
+        let tick = now / BALANCE_INTERVAL;
         for cpu in 0..self.cpus.len() as u32 {
             if self.cpus[cpu as usize].curr.is_some() {
+                self.busy_balance(cpu, tick, now);
                 continue;
             }
             let from = (0..self.topo_levels[cpu as usize].len())
-                .find_map(|li| self.balance_source(cpu, li, now));
+                .find_map(|li| self.balance_source(cpu, li, now).map(|(c, _)| c));
             if let Some(from) = from {
                 if let Some(t) = self.pull(from, cpu, now) {
                     self.cpus[cpu as usize].rq.push(t);
                     self.switch_to_next(cpu, now, None, 0);
                 }
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// Periodic balance of a busy `cpu` at tick `tick`: each domain every
+    /// sd->balance_interval (its weight in ms) times sd->busy_factor, staggered by CPU;
+    /// an imbalanced domain moves tasks from its busiest runqueue to this one, up to
+    /// the imbalance calculate_imbalance gives and sysctl_sched_nr_migrate.
+    fn busy_balance(&mut self, cpu: u32, tick: u64, now: u64) {
+        for li in 0..self.topo_levels[cpu as usize].len() {
+            let weight = self.topo_levels[cpu as usize][li].span.len() as u64;
+            let every = (weight * MS * BUSY_FACTOR / BALANCE_INTERVAL).max(1);
+            if (tick + u64::from(cpu)) % every != 0 {
+                continue;
+            }
+            let Some((from, imb)) = self.balance_source(cpu, li, now) else {
+                continue;
+            };
+            for _ in 0..imb.min(NR_MIGRATE) {
+                let Some(t) = self.pull(from, cpu, now) else {
+                    break;
+                };
+                self.tasks[t].state = State::Runnable;
+                self.cpus[cpu as usize].rq.push(t);
             }
         }
     }
@@ -1973,7 +2023,8 @@ mod tests {
     }
 
     fn group(nr: u64, idle: u64, weight: u64, util: u64) -> GroupStats {
-        GroupStats::of(nr, idle, weight, util, 117)
+        // Every task at full nice-0 load.
+        GroupStats::of(nr, idle, weight, util, nr * 1024, 117)
     }
 
     /// find_busiest_group's verdicts on hand-made groups (v6.1 rules).
