@@ -435,6 +435,8 @@ pub struct RerunOptions {
     pub jobs: usize,
     /// The fair scheduler; None takes the one of the bundle's kernel release.
     pub scheduler: Option<Scheduler>,
+    /// wakee_flips assumed for the traced tasks as they first appear.
+    pub flips_before_trace: u32,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -516,6 +518,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 record: true,
                 scheduler,
                 traced_delays: traced_delays.clone(),
+                flips_before_trace: o.flips_before_trace,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;

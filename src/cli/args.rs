@@ -329,6 +329,10 @@ pub(super) struct SimulateArgs {
     /// (CFS before v6.6, EEVDF from it, with DELAY_DEQUEUE from v6.12)
     #[arg(long, value_enum, default_value = "auto")]
     pub scheduler: SchedulerArg,
+    /// wakee_flips assumed for the traced tasks as they first appear, as `replay` takes
+    /// it (the trace cannot show them; an assumption, 0 by default)
+    #[arg(long, default_value_t = 0)]
+    pub flips_before_trace: u32,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

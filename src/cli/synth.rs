@@ -28,6 +28,7 @@ pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
         out_dir: args.output.clone(),
         jobs: jobs_or_cpus(args.jobs),
         scheduler: args.scheduler.scheduler(),
+        flips_before_trace: args.flips_before_trace,
     };
     let r = simulate::run(&o)?;
     if args.json {
