@@ -421,6 +421,10 @@ pub struct Rerun {
     pub self_fidelity: SelfFidelity,
     /// The fair scheduler the re-runs ran.
     pub scheduler: Scheduler,
+    /// The wakee flips the traced tasks were given as they first appeared.
+    pub flips_before_trace: u32,
+    /// How they were fitted to the trace, when they were.
+    pub flips_fit: Option<crate::replay::flips_fit::FlipsFit>,
 }
 
 /// What `sisreplay simulate` re-runs and where it writes.
@@ -435,8 +439,9 @@ pub struct RerunOptions {
     pub jobs: usize,
     /// The fair scheduler; None takes the one of the bundle's kernel release.
     pub scheduler: Option<Scheduler>,
-    /// wakee_flips assumed for the traced tasks as they first appear.
-    pub flips_before_trace: u32,
+    /// wakee_flips for the traced tasks as they first appear: a value assumed, or
+    /// None to fit it to the trace (see replay::flips_fit).
+    pub flips_before_trace: Option<u32>,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -457,6 +462,9 @@ pub enum SimulateError {
     /// A re-run's bundle cannot be written.
     #[error(transparent)]
     Output(#[from] crate::synth::steps::SynthError),
+    /// The replay that fits the flips before the trace failed.
+    #[error("fitting the wakee flips before the trace: {0}")]
+    FlipsFit(#[from] crate::replay::ReplayError),
 }
 
 /// Re-runs the bundle's tasks under each policy (the traced kernel's added first).
@@ -483,6 +491,22 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
             format!("{}/{pid} at step {} of {}", t.comm, s.step, t.steps.len())
         })
         .collect();
+    let flips_fit = match o.flips_before_trace {
+        Some(_) => None,
+        None => {
+            let info = crate::trace::EventSource::info(&b).clone();
+            Some(crate::replay::flips_fit::fit(
+                &events,
+                &info,
+                &b.meta,
+                &traced_policy,
+            )?)
+        }
+    };
+    let flips_before_trace = o
+        .flips_before_trace
+        .or(flips_fit.as_ref().map(|f| f.flips))
+        .unwrap_or(0);
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
     let traced_delays = traced_delays.with_wakeups(std::mem::take(&mut model.wake_delays));
     drop(events);
@@ -518,7 +542,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 record: true,
                 scheduler,
                 traced_delays: traced_delays.clone(),
-                flips_before_trace: o.flips_before_trace,
+                flips_before_trace,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;
@@ -549,6 +573,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 // results/sim.json: the run's result and the gate its trace passed.
                 let mut json = serde_json::to_value(&result).expect("serialises");
                 json["self_fidelity"] = serde_json::to_value(&self_fidelity).expect("serialises");
+                // A replay of the re-run gives back its decisions with the same flips.
+                json["flips_before_trace"] = flips_before_trace.into();
                 crate::synth::steps::write_bundle(
                     &dest, &topology, events, provenance, &policy, &json,
                 )?;
@@ -572,6 +598,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         runs,
         self_fidelity,
         scheduler,
+        flips_before_trace,
+        flips_fit,
     })
 }
 
@@ -603,6 +631,27 @@ fn render_runs(out: &mut String, r: &Rerun) {
         r.traced_policy,
         r.scheduler.describe()
     );
+    match &r.flips_fit {
+        Some(f) => {
+            let at = |v: u32| f.agreement_at(v).unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "wakee flips before the trace: {}, fitted (the first half replayed under the \
+                 traced policy agrees {:.1} % with the kernel; {:.1} % with 0)",
+                f.flips,
+                at(f.flips),
+                at(0)
+            );
+        }
+        None if r.flips_before_trace > 0 => {
+            let _ = writeln!(
+                out,
+                "wakee flips before the trace: {}, assumed (--flips-before-trace)",
+                r.flips_before_trace
+            );
+        }
+        None => {}
+    }
     let x = &m.exchanges;
     if x.pairs > 0 {
         let _ = writeln!(

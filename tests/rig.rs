@@ -701,3 +701,29 @@ fn cas_kernel_keeps_no_interrupt_pressure() {
     let pressed = agree(&replay_bundle(dir.path(), &["cas"]), "cas");
     assert!(pressed < kept - 1.0, "{pressed} against {kept}");
 }
+
+/// The wakee flips the rig's tracefs hackbench captures inherited from the capture
+/// process, fitted to each trace's first half, are the values found by hand (README: 16
+/// under SIS_UTIL, 6 under NO_SIS_UTIL), and they agree far better than 0.
+#[test]
+fn flips_before_the_trace_are_fitted_to_its_first_half() {
+    use sisreplay::bundle::Bundle;
+    use sisreplay::replay::flips_fit;
+    use sisreplay::trace::EventSource;
+    for (name, policy, want) in [
+        ("rig-2x4-hackbench-sis_util-tracefs", "sis_util", 16),
+        ("rig-2x4-hackbench-no_limit-tracefs", "no_limit", 6),
+    ] {
+        let mut b = Bundle::open(&rig("2x4", name)).unwrap();
+        let info = b.info().clone();
+        let mut events = Vec::new();
+        while let Some(e) = b.next_event().unwrap() {
+            events.push(e);
+        }
+        let f = flips_fit::fit(&events, &info, &b.meta, policy).unwrap();
+        assert_eq!(f.flips, want, "{name}: {:?}", f.agreement);
+        let (best, zero) = (f.agreement_at(want).unwrap(), f.agreement_at(0).unwrap());
+        assert!(best > zero + 10.0, "{name}: {best} against {zero} with 0");
+        assert_eq!(f.agreement.len(), flips_fit::CANDIDATES.len());
+    }
+}

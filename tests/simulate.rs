@@ -98,7 +98,15 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
             serde_json::from_str(&std::fs::read_to_string(b.join("results/sim.json")).unwrap())
                 .unwrap();
         assert_eq!(&sim["self_fidelity"], g, "{p}");
-        let (code, text, err) = common::run_cli(&["fidelity", b.to_str().unwrap(), "--json"]);
+        // With the wakee flips the re-run gave the tasks as they appeared.
+        let flips = sim["flips_before_trace"].as_u64().unwrap().to_string();
+        let (code, text, err) = common::run_cli(&[
+            "fidelity",
+            b.to_str().unwrap(),
+            "--json",
+            "--flips-before-trace",
+            &flips,
+        ]);
         assert_eq!(code, Some(0), "{err}");
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let f = &v[0]["fidelity"];

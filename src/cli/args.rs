@@ -329,13 +329,40 @@ pub(super) struct SimulateArgs {
     /// (CFS before v6.6, EEVDF from it, with DELAY_DEQUEUE from v6.12)
     #[arg(long, value_enum, default_value = "auto")]
     pub scheduler: SchedulerArg,
-    /// wakee_flips assumed for the traced tasks as they first appear, as `replay` takes
-    /// it (the trace cannot show them; an assumption, 0 by default)
-    #[arg(long, default_value_t = 0)]
-    pub flips_before_trace: u32,
+    /// wakee_flips for the traced tasks as they first appear, as `replay` takes it (the
+    /// trace cannot show them): a number, or `auto` to fit it to the trace's first half
+    #[arg(long, default_value = "auto", value_parser = parse_flips)]
+    pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,
+}
+
+/// `simulate --flips-before-trace`: a value, or fitted to the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FlipsArg {
+    Fixed(u32),
+    Auto,
+}
+
+impl FlipsArg {
+    /// The value to use, None to fit it.
+    pub(super) fn fixed(self) -> Option<u32> {
+        match self {
+            FlipsArg::Fixed(n) => Some(n),
+            FlipsArg::Auto => None,
+        }
+    }
+}
+
+fn parse_flips(s: &str) -> Result<FlipsArg, String> {
+    match s {
+        "auto" => Ok(FlipsArg::Auto),
+        n => n
+            .parse()
+            .map(FlipsArg::Fixed)
+            .map_err(|_| format!("`{n}` is neither a number of flips nor `auto`")),
+    }
 }
 
 /// `simulate --scheduler`.

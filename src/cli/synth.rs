@@ -28,7 +28,7 @@ pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
         out_dir: args.output.clone(),
         jobs: jobs_or_cpus(args.jobs),
         scheduler: args.scheduler.scheduler(),
-        flips_before_trace: args.flips_before_trace,
+        flips_before_trace: args.flips_before_trace.fixed(),
     };
     let r = simulate::run(&o)?;
     if args.json {

@@ -8,6 +8,7 @@
 //! through the IPI wakelist) and a wakeup queued by IPI can mark its target busy.
 
 pub mod dataset;
+pub mod flips_fit;
 pub mod lookahead;
 pub mod observer;
 pub mod replayer;
