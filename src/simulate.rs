@@ -483,30 +483,14 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         .file_name()
         .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
     let (workload, mut model) = traced::build(&name, &events, topo.nr_cpus);
-    model.stuck_tasks = crate::synth::feasible::stuck_tasks(&workload)
-        .iter()
-        .map(|s| {
-            let t = &workload.tasks[s.task];
-            let pid = t.pid.map_or_else(|| "?".into(), |p| p.to_string());
-            format!("{}/{pid} at step {} of {}", t.comm, s.step, t.steps.len())
-        })
-        .collect();
-    let flips_fit = match o.flips_before_trace {
-        Some(_) => None,
+    let (flips_before_trace, flips_fit) = match o.flips_before_trace {
+        Some(n) => (n, None),
         None => {
             let info = crate::trace::EventSource::info(&b).clone();
-            Some(crate::replay::flips_fit::fit(
-                &events,
-                &info,
-                &b.meta,
-                &traced_policy,
-            )?)
+            let f = crate::replay::flips_fit::fit(&events, &info, &b.meta, &traced_policy)?;
+            (f.flips, Some(f))
         }
     };
-    let flips_before_trace = o
-        .flips_before_trace
-        .or(flips_fit.as_ref().map(|f| f.flips))
-        .unwrap_or(0);
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
     let traced_delays = traced_delays.with_wakeups(std::mem::take(&mut model.wake_delays));
     drop(events);

@@ -1787,9 +1787,7 @@ impl Sim {
             }
         }
     }
-}
 
-impl Sim {
     /// Periodic balance of a busy `cpu` at tick `tick`: each domain every
     /// sd->balance_interval (its weight in ms) times sd->busy_factor, staggered by CPU;
     /// an imbalanced domain moves tasks from its busiest runqueue to this one, up to
@@ -1808,7 +1806,6 @@ impl Sim {
                 let Some(t) = self.pull(from, cpu, now) else {
                     break;
                 };
-                self.tasks[t].state = State::Runnable;
                 self.cpus[cpu as usize].rq.push(t);
             }
         }

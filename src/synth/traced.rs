@@ -50,8 +50,7 @@ pub struct TracedShape {
     pub unended_sleeps: u64,
     /// Tasks the model leaves waiting for a wakeup under every order of its steps
     /// (see [`super::feasible`]): a dependency the trace did not have. Each as
-    /// `comm/pid at step k of n`; empty for a consistent model. Set by the caller that
-    /// checks it.
+    /// `comm/pid at step k of n`; empty for a consistent model.
     pub stuck_tasks: Vec<String>,
     /// Each task's traced wakeups by pid, each as the index of the sleep step it ended
     /// and how long and in what way the task waited from its waking to running.
@@ -161,8 +160,7 @@ impl Building {
 
 /// Builds the model from a trace's events (in time order). `name` names the workload.
 pub fn build(name: &str, events: &[Event], nr_cpus: u32) -> (Workload, TracedShape) {
-    let mut builder = Builder::new(nr_cpus);
-    builder.timer_woken = super::interrupted::timer_woken(events);
+    let mut builder = Builder::new(nr_cpus, super::interrupted::timer_woken(events));
     for e in events {
         builder.add(e);
     }
@@ -188,7 +186,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn new(nr_cpus: u32) -> Builder {
+    fn new(nr_cpus: u32, timer_woken: HashSet<i32>) -> Builder {
         let n = nr_cpus.max(1) as usize;
         Builder {
             nr_cpus,
@@ -200,7 +198,7 @@ impl Builder {
             last_wake: vec![None; n],
             shape: TracedShape::default(),
             first: None,
-            timer_woken: HashSet::new(),
+            timer_woken,
         }
     }
 
@@ -511,11 +509,19 @@ impl Builder {
         // for the woken one. The trace shows every sleep ended; so does the model, those
         // sleeps taken out (counted), so that a re-run that leaves tasks waiting has
         // lost a wakeup itself.
-        let (_, unended) = super::feasible::drop_unended_sleeps(&workload, |_, _| true);
+        let (stuck, unended) = super::feasible::drop_unended_sleeps(&workload, |_, _| true);
         for &(i, k) in &unended {
             workload.tasks[i].steps[k] = NOTHING;
         }
         self.shape.unended_sleeps = unended.len() as u64;
+        self.shape.stuck_tasks = stuck
+            .iter()
+            .map(|s| {
+                let t = &workload.tasks[s.task];
+                let pid = t.pid.map_or_else(|| "?".into(), |p| p.to_string());
+                format!("{}/{pid} at step {} of {}", t.comm, s.step, t.steps.len())
+            })
+            .collect();
         (workload, self.shape)
     }
 }
