@@ -487,7 +487,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         Some(n) => (n, None),
         None => {
             let info = crate::trace::EventSource::info(&b).clone();
-            let f = crate::replay::flips_fit::fit(&events, &info, &b.meta, &traced_policy)?;
+            use crate::replay::flips_fit;
+            let window = &events[..events.len().min(flips_fit::MAX_EVENTS)];
+            let f = flips_fit::fit(window, &info, Some(&b.meta), &traced_policy)?;
             (f.flips, Some(f))
         }
     };
@@ -617,15 +619,7 @@ fn render_runs(out: &mut String, r: &Rerun) {
     );
     match &r.flips_fit {
         Some(f) => {
-            let at = |v: u32| f.agreement_at(v).unwrap_or(0.0);
-            let _ = writeln!(
-                out,
-                "wakee flips before the trace: {}, fitted (the first half replayed under the \
-                 traced policy agrees {:.1} % with the kernel; {:.1} % with 0)",
-                f.flips,
-                at(f.flips),
-                at(0)
-            );
+            let _ = writeln!(out, "{}", f.describe());
         }
         None if r.flips_before_trace > 0 => {
             let _ = writeln!(

@@ -176,10 +176,11 @@ pub(super) struct ReplayArgs {
     /// wakeup that selects nothing (kernels v6.12+; a heuristic, off by default)
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
-    /// wakee_flips assumed for the tasks alive before the trace, inherited by the
-    /// tasks they fork (the trace cannot show them; an assumption, 0 by default)
-    #[arg(long, default_value_t = 0)]
-    pub flips_before_trace: u32,
+    /// wakee_flips of the tasks alive before the trace, inherited by the tasks they
+    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace's
+    /// first half under the traced kernel's policy
+    #[arg(long, default_value = "auto", value_parser = parse_flips)]
+    pub flips_before_trace: FlipsArg,
     /// Threads: with several traces, how many are replayed at once [default: one per
     /// CPU]; with one, time slices of it when it is long enough (a few % of the
     /// decisions of a loaded trace then differ from one pass's) [default: 1, one exact
@@ -409,10 +410,11 @@ pub(super) struct FidelityArgs {
     /// kernel release and sched features]
     #[arg(long)]
     pub as_kernel: Option<String>,
-    /// wakee_flips assumed for the tasks alive before each trace, inherited by the
-    /// tasks they fork (the trace cannot show them; an assumption, 0 by default)
-    #[arg(long, default_value_t = 0)]
-    pub flips_before_trace: u32,
+    /// wakee_flips of the tasks alive before each trace, inherited by the tasks they
+    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace's
+    /// first half (the agreement of the second half then judges the fit)
+    #[arg(long, default_value = "auto", value_parser = parse_flips)]
+    pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

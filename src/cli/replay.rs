@@ -1,7 +1,7 @@
 //! `replay` and `fidelity`: decision replay of one trace through policies, and of many
 //! through their kernels' own policy.
 
-use super::args::{FidelityArgs, ReplayArgs};
+use super::args::{FidelityArgs, FlipsArg, ReplayArgs};
 use std::path::{Path, PathBuf};
 
 use super::inputs::default_sample;
@@ -37,9 +37,28 @@ fn options(args: &ReplayArgs) -> ReplayOptions {
         windows: args.windows,
         as_kernel: args.as_kernel.clone(),
         delayed_dequeue_ns: args.delayed_dequeue_ns,
-        flips_before_trace: args.flips_before_trace,
         ..ReplayOptions::default()
     }
+}
+
+/// Sets the wakee flips before the trace in `opts`: as given, or fitted to the trace
+/// (opened once more for it); returns the fit.
+fn set_flips(
+    arg: FlipsArg,
+    input: &Path,
+    meta: Option<&bundle::Meta>,
+    opts: &mut ReplayOptions,
+) -> Result<Option<replay::flips_fit::FlipsFit>, Error> {
+    if let Some(n) = arg.fixed() {
+        opts.flips_before_trace = n;
+        return Ok(None);
+    }
+    let open = || -> Result<Box<dyn crate::trace::EventSource>, replay::ReplayError> {
+        Ok(crate::input::open(input)?.source)
+    };
+    replay::flips_fit::fit_into(&open, meta, opts)
+        .map(Some)
+        .map_err(|e| replay_error(input, e))
 }
 
 /// The dataset's name for a trace: its path as given.
@@ -92,6 +111,8 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         source: mut src,
         meta,
     } = crate::input::open(input)?;
+    let mut settings = options(args);
+    let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut settings)?;
     let decisions_out = match &args.decisions {
         Some(p) => {
             let f = std::fs::File::create(p).map_err(|source| Error::Create {
@@ -109,7 +130,7 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
     let opts = ReplayOptions {
         decisions: decisions_out,
         explain_ts: args.explain,
-        ..options(args)
+        ..settings
     };
     // One exact pass unless slices are asked for: they change a few % of a loaded
     // trace's decisions, and every other command builds on these results.
@@ -123,7 +144,8 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         };
         replay::replay_parallel(&open, meta.as_ref(), opts, jobs)
     };
-    let r = result?;
+    let mut r = result?;
+    r.flips_fit = flips_fit;
     let saved = save(args, input, meta.as_ref(), &r)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
@@ -195,12 +217,15 @@ fn fleet_member(args: &ReplayArgs, input: &Path) -> Result<replay::ReplayResult,
         source: mut src,
         meta,
     } = crate::input::open(input)?;
+    let mut settings = options(args);
+    let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut settings)?;
     let opts = ReplayOptions {
         decisions: dataset_decisions(args, input),
-        ..options(args)
+        ..settings
     };
-    let r =
+    let mut r =
         replay::replay(src.as_mut(), meta.as_ref(), opts).map_err(|e| replay_error(input, e))?;
+    r.flips_fit = flips_fit;
     save(args, input, meta.as_ref(), &r)?;
     Ok(r)
 }
@@ -215,14 +240,15 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
             source: mut src,
             meta,
         } = crate::input::open(input)?;
-        let opts = ReplayOptions {
+        let mut opts = ReplayOptions {
             policies: Vec::new(),
             as_kernel: args.as_kernel.clone(),
-            flips_before_trace: args.flips_before_trace,
             ..Default::default()
         };
-        let r = replay::replay(src.as_mut(), meta.as_ref(), opts)
+        let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut opts)?;
+        let mut r = replay::replay(src.as_mut(), meta.as_ref(), opts)
             .map_err(|e| replay_error(input, e))?;
+        r.flips_fit = flips_fit;
         let name = input
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -249,6 +275,8 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
                     "kernel_sis_derived": measured.as_ref().map(|m| crate::metrics::Derived::of(&m.counters)),
                     "as_kernel": r.as_kernel,
                     "fidelity": r.policies.iter().find_map(|p| p.fidelity.as_ref()),
+                    "flips_before_trace": r.flips_before_trace,
+                    "flips_fit": r.flips_fit,
                     "skipped": r.skipped,
                     "search_latency": r.observed.search_latency,
                     "search_fit": r.search_fit,

@@ -569,16 +569,20 @@ fn replay_trace(
         .iter()
         .map(|p| PolicySpec::parse(p).map_err(ReplayError::from))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(replay(
-        source.as_mut(),
-        meta.as_ref(),
-        ReplayOptions {
-            policies,
-            windows,
-            add_kernel_policy,
-            ..Default::default()
-        },
-    )?)
+    let mut opts = ReplayOptions {
+        policies,
+        windows,
+        add_kernel_policy,
+        ..Default::default()
+    };
+    // Every arm replays the machine the traced kernel's own policy reproduces best.
+    let open = || -> Result<Box<dyn crate::trace::EventSource>, ReplayError> {
+        Ok(crate::input::open(t)?.source)
+    };
+    let fit = crate::replay::flips_fit::fit_into(&open, meta.as_ref(), &mut opts)?;
+    let mut r = replay(source.as_mut(), meta.as_ref(), opts)?;
+    r.flips_fit = Some(fit);
+    Ok(r)
 }
 
 /// Resolves the arms of a command line (policies, bundles by name in `traces_dir` or by

@@ -141,6 +141,10 @@ pub struct ReplayResult {
     pub probed_selections: u64,
     /// The search-time model fitted to the probes' durations (see metrics::calibration).
     pub search_fit: Option<Fit>,
+    /// The wakee flips taken for the tasks alive before the trace.
+    pub flips_before_trace: u32,
+    /// How they were fitted to the trace, when they were (see flips_fit).
+    pub flips_fit: Option<flips_fit::FlipsFit>,
 }
 
 /// Why a replay stopped.
@@ -237,6 +241,7 @@ pub fn replay(
 ) -> Result<ReplayResult, ReplayError> {
     let setup = setup(src, meta, &opts)?;
     let nr_cpus = setup.topo.nr_cpus;
+    let flips_before_trace = opts.flips_before_trace;
     let (mut csv, mut parquet, mut other) = (None, None, None);
     match opts.decisions.take() {
         Some(DecisionsOut::Csv(out)) => csv = Some(CsvDecisions::new(out)),
@@ -269,6 +274,7 @@ pub fn replay(
         replayer.push(batch.drain(..))?;
     }
     let mut result = replayer.finish(src.stats().ties)?;
+    result.flips_before_trace = flips_before_trace;
     if let Some(x) = explainer {
         result.explained = x.explained;
     }
@@ -300,6 +306,17 @@ fn check_cpus(
     )))
 }
 
+/// The policy whose choices a replay compares with the kernel's: as asked, else the
+/// traced kernel's, from the bundle or what the trace's reader found.
+pub fn kernel_arm(src: &dyn EventSource, meta: Option<&Meta>, opts: &ReplayOptions) -> String {
+    let release = meta
+        .and_then(|m| m.kernel_release.as_deref())
+        .or(src.info().kernel_release.as_deref());
+    opts.as_kernel
+        .clone()
+        .unwrap_or_else(|| traced_policy(release, features(meta)).to_string())
+}
+
 /// The machine, the traced kernel and the policies of a replay, from the bundle's
 /// metadata or, for a plain trace file, from what its reader found.
 fn setup(
@@ -312,10 +329,7 @@ fn setup(
     let kernel_release = meta
         .and_then(|m| m.kernel_release.clone())
         .or_else(|| src.info().kernel_release.clone());
-    let as_kernel = opts
-        .as_kernel
-        .clone()
-        .unwrap_or_else(|| traced_policy(kernel_release.as_deref(), features(meta)).to_string());
+    let as_kernel = kernel_arm(src, meta, opts);
     let mut specs = opts.policies.clone();
     if opts.add_kernel_policy && !specs.iter().any(|s| s.is(&as_kernel)) {
         specs.push(PolicySpec::parse(&as_kernel)?);

@@ -765,6 +765,8 @@ impl Partial {
             explained: Vec::new(),
             probed_selections: self.tally.probed_selections,
             search_fit: self.fit.fit(),
+            flips_before_trace: 0,
+            flips_fit: None,
         }
     }
 }

@@ -208,7 +208,9 @@ pub fn replay_sliced(
         pq.finish()?;
     }
     let merged = merged.expect("at least one slice");
-    Ok(merged.finish(src.stats().ties))
+    let mut result = merged.finish(src.stats().ties);
+    result.flips_before_trace = opts.flips_before_trace;
+    Ok(result)
 }
 
 /// Where slices 2..=n start: the first sched_waking at or after each n-th of the span.

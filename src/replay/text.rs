@@ -232,6 +232,9 @@ fn fidelity(o: &mut String, r: &ReplayResult) {
             );
         }
     }
+    if let Some(s) = super::flips_fit::sentence(r) {
+        let _ = writeln!(o, "{}", crate::report::text::fit(&format!("  {s}")));
+    }
 }
 
 fn truncate(s: &str, n: usize) -> &str {

@@ -74,6 +74,9 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             "{}",
             super::text::fit(&format!("    by target step: {}", stages.join(", ")))
         );
+        if let Some(s) = crate::replay::flips_fit::sentence(r) {
+            let _ = writeln!(o, "{}", super::text::fit(&format!("    {s}")));
+        }
         let rq = &f.repairs.runqueues;
         let ties = match &f.repairs.ties {
             Some(t) => format!(

@@ -456,6 +456,16 @@ fn fidelity_section(o: &mut String, r: &Report) {
     }
     let _ = writeln!(o, "</tbody></table></div>");
     for t in &r.traces {
+        if let Some(s) = crate::replay::flips_fit::sentence(&t.replay) {
+            let _ = writeln!(
+                o,
+                "<p>{}: {} (the trace cannot show them; every policy is replayed with them).</p>",
+                escape(&t.name),
+                escape(&s)
+            );
+        }
+    }
+    for t in &r.traces {
         let s = &t.replay.skipped;
         let guess = if t.replay.probed_selections > 0 {
             "select_task_rq_fair probes recorded which wakings selected and their wake flags"
