@@ -149,7 +149,7 @@ struct LatencySamples {
 }
 
 impl LatencySamples {
-    /// Counted from the first waking since the task last ran.
+    /// Counted from the waking that made the task runnable.
     fn add(&mut self, l: &WakeupLatency) {
         let ns = l.ns().min(u32::MAX as u64) as u32;
         self.all.push(ns);

@@ -118,9 +118,8 @@ pub(crate) mod tests {
     /// 70 CPU 1  5 wakes 2 (prev 0)    no switch-in of 2 follows: pending at the end
     /// 71 CPU 1  sched_wakeup 2 on 0
     /// 72 CPU 0  an interrupt of idle wakes 6
-    /// 74 CPU 0  and again, before 6 runs
-    /// 80 CPU 0  switch 0 (R) -> 6     6 waited 80 - 72 = 8 from the first waking, 6 from
-    ///                                 the last
+    /// 74 CPU 0  and again, before 6 is seen running: it ran, its switch-in lost
+    /// 80 CPU 0  switch 0 (R) -> 6     6 waited 80 - 74 = 6, from the last waking
     /// 100       end: 6 on CPU 0 since 80, 5 on CPU 1 since 50
     /// ```
     pub(crate) fn events() -> Vec<Event> {
@@ -168,7 +167,6 @@ pub(crate) mod tests {
             waking_ns,
             waking_cpu,
             waker,
-            last_waking_ns: waking_ns,
             wakings: 1,
             wakeup_ns,
             migrations: 0,
@@ -198,9 +196,8 @@ pub(crate) mod tests {
             ..latency(5, (40, 1, 3), Some(42), (50, 1), (3, Dead))
         };
         let l6 = WakeupLatency {
-            last_waking_ns: 74,
             wakings: 2,
-            ..latency(6, (72, 0, 0), None, (80, 0), (0, Preempted))
+            ..latency(6, (74, 0, 0), None, (80, 0), (0, Preempted))
         };
         let want = vec![
             slice(1, 0, BeforeTrace, 5, Preempted),
@@ -230,8 +227,7 @@ pub(crate) mod tests {
             slice(1, 5, At(50), 100, TraceEnd),
         ];
         assert_eq!(got, want);
-        assert_eq!((l3.ns(), l5.ns(), l6.ns()), (10, 10, 8));
-        assert_eq!(l6.since_last_waking_ns(), 6);
+        assert_eq!((l3.ns(), l5.ns(), l6.ns()), (10, 10, 6));
     }
 
     /// Only a slice with both ends recorded has a length: 2's (15 ns), 6's to the end of
@@ -312,7 +308,7 @@ pub(crate) mod tests {
         }
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].pid, got[0].wakings), (5, 2));
-        assert_eq!((got[0].ns(), got[0].since_last_waking_ns()), (10, 5));
+        assert_eq!(got[0].ns(), 5);
         assert_eq!(lat.pending(), 0);
     }
 }

@@ -453,9 +453,8 @@ impl<'o> Replayer<'o> {
         if !matches!(e.kind, EventKind::Waking(_)) {
             if let Some(l) = self.latencies.feed(&e) {
                 let slot = self.slot(now);
-                let ns = l.since_last_waking_ns();
-                self.observed
-                    .note_latency_at(l.pid, l.last_waking_ns, ns, slot);
+                let ns = l.ns();
+                self.observed.note_latency_at(l.pid, l.waking_ns, ns, slot);
             }
         }
         if let Change::AvgIdle { cpu, avg_idle } = self.machine.apply(&e) {
