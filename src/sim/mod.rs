@@ -387,6 +387,9 @@ struct Cpu {
     /// EEVDF: the running task's vruntime as the kernel last updated it (update_curr
     /// runs at a pick, an enqueue and a preemption check, not at every instant).
     curr_vruntime_seen: u64,
+    /// The `gen` of the running task a wakeup has marked for preemption (TIF_NEED_RESCHED),
+    /// while the Resched that carries it out is on its way.
+    need_resched: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -1190,6 +1193,17 @@ impl Sim {
                     }
                 }
                 Step::Sleep if self.tasks[t].wake_pending > 0 => self.tasks[t].wake_pending -= 1,
+                Step::Sleep | Step::SleepFor(_) if self.resched_due(cpu) => {
+                    // Marked for preemption, it is preempted at its next preemption
+                    // point, the return from the call that woke: before it can block.
+                    self.tasks[t].pc -= 1;
+                    if self.opts.scheduler.is_eevdf() {
+                        self.resched_eevdf(cpu, now);
+                    } else {
+                        self.preempt(cpu, now);
+                    }
+                    return;
+                }
                 Step::Sleep | Step::SleepFor(_) => {
                     if let Step::SleepFor(ns) = step {
                         self.schedule(now + ns, Ev::Timer { task: t });
@@ -1204,6 +1218,13 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The running task of `cpu` was marked for preemption by a wakeup, and a task
+    /// waits to take its place.
+    fn resched_due(&self, cpu: u32) -> bool {
+        let c = &self.cpus[cpu as usize];
+        c.need_resched == Some(c.gen) && !c.rq.is_empty()
     }
 
     /// The current task's stint ended: its work (or debt) is done, or its slice is.
@@ -1560,7 +1581,9 @@ impl Sim {
                 self.preempt(dest, now);
             }
         } else {
-            let gen = self.cpus[dest as usize].gen;
+            let c = &mut self.cpus[dest as usize];
+            c.need_resched = Some(c.gen);
+            let gen = c.gen;
             self.schedule(at, Ev::Resched { cpu: dest, gen });
         }
     }
@@ -1957,6 +1980,65 @@ mod tests {
             assert_eq!(sim.tasks[0].vruntime, expect, "from {v}");
             assert_eq!(sim.cpus[1].curr == Some(0), preempts, "from {v}");
         }
+    }
+
+    /// A waker 5 ms ahead of its pinned wakee (over the 2 ms granularity) wakes it on
+    /// its own CPU, runs 10 us more and would block; the preemption is 50 us away. As
+    /// in the kernel, where the waker is preempted on its way out of the call that woke,
+    /// it leaves the CPU runnable at 10 us, before it can block, and the wakee runs.
+    #[test]
+    fn a_waker_marked_for_preemption_is_preempted_before_it_blocks() {
+        let tasks = vec![
+            TaskSpec {
+                comm: "waker".into(),
+                pid: Some(1),
+                steps: vec![
+                    Step::Run(5 * MS),
+                    Step::Wake {
+                        task: 1,
+                        sync: true,
+                    },
+                    Step::Run(10_000),
+                    Step::Sleep,
+                ],
+                looping: false,
+                start: Start::Runnable { cpu: Some(0) },
+                pinned: Some(0),
+            },
+            TaskSpec {
+                comm: "wakee".into(),
+                pid: Some(2),
+                steps: vec![Step::Run(MS)],
+                looping: false,
+                start: Start::Asleep { cpu: 0 },
+                pinned: Some(0),
+            },
+        ];
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.preempt_delay_ns = 50_000;
+        opts.record = true;
+        let (_, events) = Sim::new(w, opts).unwrap().run();
+        let waker_out = events
+            .iter()
+            .find_map(|e| match e.kind {
+                EventKind::Switch {
+                    prev_pid: 1,
+                    prev_state,
+                    next_pid,
+                    ..
+                } if e.ts > 5 * MS => Some((e.ts, prev_state, next_pid)),
+                _ => None,
+            })
+            .expect("the waker leaves the CPU");
+        let (ts, state, next) = waker_out;
+        assert_eq!((state, next), (PREEMPTED, 2), "at {ts}");
+        assert!((5 * MS + 10_000..5 * MS + 50_000).contains(&ts), "at {ts}");
     }
 
     /// With a preemption delay of 5 us, the wakee of the case above (7 ms against the
