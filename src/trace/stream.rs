@@ -513,3 +513,37 @@ impl EventSource for VecSource {
         ReadStats::default()
     }
 }
+
+/// Events already in memory, lent: each is copied out as it is read, so several
+/// readers can go through one slice at once.
+pub struct SliceSource<'a> {
+    info: SourceInfo,
+    events: std::slice::Iter<'a, Event>,
+}
+
+impl<'a> SliceSource<'a> {
+    /// Events must be in time order.
+    pub fn new(info: SourceInfo, events: &'a [Event]) -> SliceSource<'a> {
+        SliceSource {
+            info,
+            events: events.iter(),
+        }
+    }
+}
+
+impl EventSource for SliceSource<'_> {
+    fn info(&self) -> &SourceInfo {
+        &self.info
+    }
+    fn next_event(&mut self) -> Result<Option<Event>> {
+        Ok(self.events.next().cloned())
+    }
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        let before = out.len();
+        out.extend(self.events.by_ref().take(max).cloned());
+        Ok(out.len() - before)
+    }
+    fn stats(&self) -> ReadStats {
+        ReadStats::default()
+    }
+}
