@@ -489,7 +489,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
             let info = crate::trace::EventSource::info(&b).clone();
             use crate::replay::flips_fit;
             let window = &events[..events.len().min(flips_fit::MAX_EVENTS)];
-            let f = flips_fit::fit(window, &info, Some(&b.meta), &traced_policy)?;
+            let settings = crate::replay::ReplayOptions::default();
+            let f = flips_fit::fit(window, &info, Some(&b.meta), &settings, &traced_policy)?;
             (f.flips, Some(f))
         }
     };
@@ -619,7 +620,9 @@ fn render_runs(out: &mut String, r: &Rerun) {
     );
     match &r.flips_fit {
         Some(f) => {
-            let _ = writeln!(out, "{}", f.describe());
+            if let Some(line) = f.describe() {
+                let _ = writeln!(out, "{line}");
+            }
         }
         None if r.flips_before_trace > 0 => {
             let _ = writeln!(

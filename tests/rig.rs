@@ -737,7 +737,14 @@ fn flips_before_the_trace_are_fitted_to_the_trace() {
         while let Some(e) = b.next_event().unwrap() {
             events.push(e);
         }
-        let f = flips_fit::fit(&events, &info, Some(&b.meta), policy).unwrap();
+        let f = flips_fit::fit(
+            &events,
+            &info,
+            Some(&b.meta),
+            &sisreplay::replay::ReplayOptions::default(),
+            policy,
+        )
+        .unwrap();
         assert_eq!(f.flips, want, "{name}: {:?}", f.agreement);
         let (best, zero) = (f.agreement_at(want).unwrap(), f.agreement_at(0).unwrap());
         assert!(best > zero + 10.0, "{name}: {best} against {zero} with 0");

@@ -177,8 +177,8 @@ pub(super) struct ReplayArgs {
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
     /// wakee_flips of the tasks alive before the trace, inherited by the tasks they
-    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace's
-    /// first half under the traced kernel's policy
+    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace
+    /// (its first 500,000 events) under the traced kernel's policy
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Threads: with several traces, how many are replayed at once [default: one per
@@ -331,7 +331,8 @@ pub(super) struct SimulateArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub scheduler: SchedulerArg,
     /// wakee_flips for the traced tasks as they first appear, as `replay` takes it (the
-    /// trace cannot show them): a number, or `auto` to fit it to the trace's first half
+    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
+    /// does
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table
@@ -411,8 +412,8 @@ pub(super) struct FidelityArgs {
     #[arg(long)]
     pub as_kernel: Option<String>,
     /// wakee_flips of the tasks alive before each trace, inherited by the tasks they
-    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace's
-    /// first half (the agreement of the second half then judges the fit)
+    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace
+    /// (its first 500,000 events; the agreement printed is then with the fitted value)
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table

@@ -579,7 +579,17 @@ fn replay_trace(
     let open = || -> Result<Box<dyn crate::trace::EventSource>, ReplayError> {
         Ok(crate::input::open(t)?.source)
     };
-    let fit = crate::replay::flips_fit::fit_into(&open, meta.as_ref(), &mut opts)?;
+    let fit =
+        crate::replay::flips_fit::fit_into(&open, meta.as_ref(), &mut opts).map_err(
+            |e| match e {
+                // A reader's error names the file already.
+                ReplayError::Trace(_) | ReplayError::Bundle(_) => CompareError::Replay(e),
+                source => CompareError::FlipsFit {
+                    path: t.to_path_buf(),
+                    source,
+                },
+            },
+        )?;
     let mut r = replay(source.as_mut(), meta.as_ref(), opts)?;
     r.flips_fit = Some(fit);
     Ok(r)
@@ -853,6 +863,14 @@ pub enum CompareError {
     /// A trace could not be replayed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The wakee flips before a trace could not be fitted to it.
+    #[error("{}: fitting the wakee flips before the trace: {source}", path.display())]
+    FlipsFit {
+        /// The trace.
+        path: PathBuf,
+        /// Why.
+        source: ReplayError,
+    },
     /// A bundle's results/sim.json that cannot be read.
     #[error("{}: {source}", path.display())]
     SimResultIo {

@@ -5,9 +5,10 @@
 //! A waking opens a pending wakeup for its task; the task's next switch-in closes it.
 //! A later waking before that switch-in starts it again: the kernel traces a waking only
 //! of a task in a sleeping state (ttwu_state_match), which a woken task is again only
-//! once it has run, so the earlier wait ended at a switch-in the trace lost (the host's
-//! 6.18 captures miss hundreds; counted from the first waking, one of them made a
-//! 108 ms "wakeup" out of a 2 us one). A waking of a task that is still on its CPU opens one too: it closes at the
+//! once it has run, so the earlier wait has ended, at a switch-in the trace lost (the
+//! host's 6.18 captures miss hundreds; counted from the first waking, one of them made
+//! a 108 ms "wakeup" out of a 2 us one) or without one, the first waking having found
+//! the task still on its CPU. A waking of a task that is still on its CPU opens one too: it closes at the
 //! task's next switch-in, whenever that is. A pending wakeup that no switch-in closes
 //! before the trace ends is never reported; [`Latencies::pending`] counts them.
 //! sched_wakeup_new opens none: a new task's wait is not a wakeup's.

@@ -24,8 +24,22 @@ use super::{replay, ReplayError, ReplayOptions};
 pub const MAX_EVENTS: usize = 500_000;
 
 /// The values tried, from none to well past what wake_wide's threshold needs on an
-/// LLC of 16 (it compares the flips with the LLC size).
+/// LLC of 16 (it compares the flips with the LLC size); a larger LLC adds its half, its
+/// size, and one and a half and twice its size.
 pub const CANDIDATES: &[u32] = &[0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
+
+/// The candidates for a machine whose largest LLC has `llc` CPUs, in increasing order.
+pub fn candidates(llc: u32) -> Vec<u32> {
+    let mut c = CANDIDATES.to_vec();
+    c.extend(
+        [llc / 2, llc, llc * 3 / 2, llc * 2]
+            .into_iter()
+            .filter(|&v| v > 32),
+    );
+    c.sort_unstable();
+    c.dedup();
+    c
+}
 
 /// The fitted value and what each candidate gave.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -39,15 +53,21 @@ pub struct FlipsFit {
 }
 
 impl FlipsFit {
-    /// One line for a reader: the value, and how well it and 0 agreed.
-    pub fn describe(&self) -> String {
+    /// One line for a reader: the value, and how well it and 0 agreed with the kernel
+    /// on the events it was fitted to; None when no wakeup was there to fit.
+    pub fn describe(&self) -> Option<String> {
+        if self.decisions == 0 {
+            return None;
+        }
         let at = |v: u32| self.agreement_at(v).unwrap_or(0.0);
-        format!(
-            "wakee flips before the trace: {}, fitted ({:.2} % agree with it, {:.2} % with 0)",
+        Some(format!(
+            "wakee flips before the trace: {}, fitted to it ({:.2} % agree with it, {:.2} % \
+             with 0, over {} wakeups)",
             self.flips,
             at(self.flips),
-            at(0)
-        )
+            at(0),
+            self.decisions
+        ))
     }
 
     /// The agreement (%) of candidate `flips`.
@@ -59,30 +79,53 @@ impl FlipsFit {
     }
 }
 
-/// Fits the flips before the trace to what `src` reads, at most MAX_EVENTS events;
-/// `src` is left part-read when it holds more.
+/// Fits the flips before the trace to what `src` reads, at most MAX_EVENTS events,
+/// replayed with `settings`; `src` is left part-read when it holds more.
 pub fn fit_source(
     src: &mut dyn EventSource,
     meta: Option<&Meta>,
+    settings: &ReplayOptions,
     policy: &str,
 ) -> Result<FlipsFit, ReplayError> {
+    // The machine as the replay sizes it, before reading (a text reader learns CPUs
+    // as it goes).
+    let info = src.info().clone();
     let mut events = Vec::new();
     while events.len() < MAX_EVENTS && src.next_batch(&mut events, 4096)? > 0 {}
     events.truncate(MAX_EVENTS);
-    let info = src.info().clone();
-    fit(&events, &info, meta, policy)
+    fit(&events, &info, meta, settings, policy)
 }
 
 /// Fits the flips before the trace to `events` (in time order, from the trace's
-/// start), replayed under `policy`, the traced kernel's.
+/// start), replayed with `settings` under `policy`, the traced kernel's.
 pub fn fit(
     events: &[Event],
     info: &SourceInfo,
     meta: Option<&Meta>,
+    settings: &ReplayOptions,
     policy: &str,
 ) -> Result<FlipsFit, ReplayError> {
     use rayon::prelude::*;
     let spec = PolicySpec::parse(policy).map_err(ReplayError::Policy)?;
+    let nr_cpus = meta.map_or(info.nr_cpus.unwrap_or(1), |m| m.nr_cpus);
+    let topo = match meta {
+        Some(m) => crate::state::Topo::new(&m.topology, nr_cpus),
+        None => crate::state::Topo::new(&crate::topology::Topology::flat(nr_cpus), nr_cpus),
+    };
+    let llc = topo
+        .llc_cpus
+        .values()
+        .map(|c| c.len() as u32)
+        .max()
+        .unwrap_or(1);
+    let candidates = candidates(llc);
+    // The replay's own settings (ReplayOptions holds its output sinks, not Sync).
+    let (time, lookahead_ns, lock_hold_ns, delayed_dequeue_ns) = (
+        settings.time,
+        settings.lookahead_ns,
+        settings.lock_hold_ns,
+        settings.delayed_dequeue_ns,
+    );
     // Each candidate's agreement and the wakeups it was judged on.
     let judge = |&flips: &u32| -> Result<(u32, f64, u64), ReplayError> {
         let opts = ReplayOptions {
@@ -90,6 +133,10 @@ pub fn fit(
             as_kernel: Some(policy.to_string()),
             flips_before_trace: flips,
             windows: 1,
+            time,
+            lookahead_ns,
+            lock_hold_ns,
+            delayed_dequeue_ns,
             ..ReplayOptions::default()
         };
         let mut src = SliceSource::new(info.clone(), events);
@@ -106,10 +153,10 @@ pub fn fit(
     };
     // The extremes first: where they agree alike, no task the trace did not see start
     // reaches wake_wide, and the others would too.
-    let (least, most) = (CANDIDATES[0], CANDIDATES[CANDIDATES.len() - 1]);
+    let (least, most) = (candidates[0], candidates[candidates.len() - 1]);
     let mut judged = run(&[least, most])?;
     if judged[0].1 != judged[1].1 {
-        judged = run(CANDIDATES)?;
+        judged = run(&candidates)?;
     }
     let decisions = judged.first().map_or(0, |j| j.2);
     let agreement: Vec<(u32, f64)> = judged.iter().map(|&(f, a, _)| (f, a)).collect();
@@ -135,7 +182,7 @@ fn fewest_near_best(agreement: &[(u32, f64)], n: u64) -> u32 {
 /// The line saying which flips a replay took, None for the default of none assumed.
 pub fn sentence(r: &super::ReplayResult) -> Option<String> {
     match &r.flips_fit {
-        Some(f) => Some(f.describe()),
+        Some(f) => f.describe(),
         None if r.flips_before_trace > 0 => Some(format!(
             "wakee flips before the trace: {}, assumed (--flips-before-trace)",
             r.flips_before_trace
@@ -153,7 +200,7 @@ pub fn fit_into(
 ) -> Result<FlipsFit, ReplayError> {
     let mut src = open()?;
     let policy = super::kernel_arm(src.as_ref(), meta, opts);
-    let f = fit_source(src.as_mut(), meta, &policy)?;
+    let f = fit_source(src.as_mut(), meta, opts, &policy)?;
     opts.flips_before_trace = f.flips;
     Ok(f)
 }
@@ -172,5 +219,15 @@ mod tests {
         let far = [(0, 80.3), (4, 85.0), (16, 91.0), (32, 90.9)];
         assert_eq!(fewest_near_best(&far, 10_000), 16);
         assert_eq!(fewest_near_best(&[], 10), 0);
+    }
+
+    /// wake_wide compares the smaller flips with the LLC size: on a 112-CPU LLC the
+    /// candidates reach past it, on a small one they stay the fixed list.
+    #[test]
+    fn candidates_reach_past_a_large_llc() {
+        assert_eq!(candidates(4), CANDIDATES);
+        let big = candidates(112);
+        assert_eq!(&big[..CANDIDATES.len()], CANDIDATES);
+        assert_eq!(&big[CANDIDATES.len()..], [56, 112, 168, 224]);
     }
 }

@@ -965,7 +965,10 @@ impl Sim {
                     }
                 }
                 Ev::Resched { cpu, gen } => {
-                    let c = &self.cpus[cpu as usize];
+                    let c = &mut self.cpus[cpu as usize];
+                    if c.need_resched == Some(gen) {
+                        c.need_resched = None;
+                    }
                     if c.gen == gen && c.curr.is_some() && !c.rq.is_empty() {
                         if self.opts.scheduler.is_eevdf() {
                             self.resched_eevdf(cpu, now);
@@ -1582,7 +1585,12 @@ impl Sim {
             }
         } else {
             let c = &mut self.cpus[dest as usize];
-            c.need_resched = Some(c.gen);
+            // The running task is the waker, or what a timer or an interrupt of this CPU
+            // interrupted: either reaches a preemption point before it can block. A
+            // task on another CPU may block before the IPI reaches it.
+            if dest == waker_cpu {
+                c.need_resched = Some(c.gen);
+            }
             let gen = c.gen;
             self.schedule(at, Ev::Resched { cpu: dest, gen });
         }
@@ -2039,6 +2047,21 @@ mod tests {
         let (ts, state, next) = waker_out;
         assert_eq!((state, next), (PREEMPTED, 2), "at {ts}");
         assert!((5 * MS + 10_000..5 * MS + 50_000).contains(&ts), "at {ts}");
+        // Back on the CPU once the wakee's 1 ms is done, it goes on to its sleep, its
+        // 10 us not run again.
+        let slept = events
+            .iter()
+            .find_map(|e| match e.kind {
+                EventKind::Switch {
+                    prev_pid: 1,
+                    prev_state,
+                    ..
+                } if e.ts > ts => Some((e.ts, prev_state)),
+                _ => None,
+            })
+            .expect("the waker sleeps");
+        assert_eq!(slept.1, 1);
+        assert!(slept.0 < ts + MS + 5_000, "slept at {}", slept.0);
     }
 
     /// With a preemption delay of 5 us, the wakee of the case above (7 ms against the
