@@ -32,7 +32,7 @@ fn main() {
         (t_best, size)
     };
     let (replay_s, wakeups) = best(&|| {
-        let c = compare::compare(&arms, &traces, 10).unwrap();
+        let c = compare::compare(&arms, &traces, 10, None).unwrap();
         c.tables[0].rows[0].wakeups as usize
     });
     let (report_s, html_bytes) = best(&|| {
@@ -44,6 +44,7 @@ fn main() {
                 timeline_ns: 20_000_000,
                 command_line: vec!["bench".into()],
                 traces_implicit: false,
+                flips_before_trace: None,
             },
         )
         .unwrap();

@@ -365,3 +365,50 @@ fn policies_over_several_runs_are_paired_across_them() {
     assert_eq!(code, Some(0));
     assert!(!out.contains("\"runs"), "{out}");
 }
+
+/// compare replays every arm with the wakee flips before the trace fitted to it: on the
+/// rig's SIS_UTIL hackbench capture, whose tasks inherited flips from the capture, the
+/// traced policy's arm then moves as many wakees off prev as the kernel did (15.8 %),
+/// where with none assumed it moves more than twice as many.
+#[test]
+fn arms_replay_with_the_flips_fitted_to_the_trace() {
+    let bundle = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/rig/2x4/rig-2x4-hackbench-sis_util-tracefs"
+    );
+    let moved = |flips: &str| -> (f64, f64) {
+        let (code, out, err) = run(&[
+            "compare",
+            "sis_prop",
+            "sis_util",
+            "--trace",
+            bundle,
+            "--flips-before-trace",
+            flips,
+            "--json",
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let c: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let p = &c["traces"][0]["observed"]["placements"];
+        let n = |k: &str| p[k].as_f64().unwrap();
+        let recorded = 100.0 * (n("same_llc") + n("cross_llc"))
+            / (n("same_cpu") + n("same_llc") + n("cross_llc"));
+        let table = c["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["metric"] == "moved_pct")
+            .expect("a moved-off-prev table");
+        (
+            recorded,
+            table["rows"][0]["cells"][1]["mean"].as_f64().unwrap(),
+        )
+    };
+    let (recorded, fitted) = moved("auto");
+    assert!(
+        (fitted - recorded).abs() < 1.5,
+        "{fitted} against {recorded}"
+    );
+    let (_, none) = moved("0");
+    assert!(none > 2.0 * recorded, "{none} against {recorded}");
+}

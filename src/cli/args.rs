@@ -225,6 +225,11 @@ pub(super) struct CompareArgs {
     /// Time windows per trace for the variation
     #[arg(long, default_value_t = 10)]
     pub windows: u32,
+    /// wakee_flips of the tasks alive before each trace, for every arm's replay (the
+    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
+    /// does
+    #[arg(long, default_value = "auto", value_parser = parse_flips)]
+    pub flips_before_trace: FlipsArg,
     /// Directory that holds bundles
     #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
     pub traces_dir: PathBuf,
@@ -258,6 +263,11 @@ pub(super) struct ReportArgs {
     /// Length of the busy/idle strip, from the middle of each trace
     #[arg(long, default_value = "20ms", value_parser = parse_duration)]
     pub timeline: std::time::Duration,
+    /// wakee_flips of the tasks alive before each trace, for every arm's replay (the
+    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
+    /// does
+    #[arg(long, default_value = "auto", value_parser = parse_flips)]
+    pub flips_before_trace: FlipsArg,
     /// Directory that holds bundles
     #[arg(long = "traces-dir", value_name = "DIR", default_value = "traces")]
     pub traces_dir: PathBuf,

@@ -74,9 +74,10 @@ pub(super) fn compare(args: CompareArgs) -> Result<(), Error> {
         windows,
         traces_dir,
         json,
+        flips_before_trace,
     } = args;
     let (resolved, traces) = resolve_arms(base, others, traces, &traces_dir, windows)?;
-    let c = compare::compare(&resolved, &traces, windows)?;
+    let c = compare::compare(&resolved, &traces, windows, flips_before_trace.fixed())?;
     warn_thin_windows(&c);
     if json {
         println!("{}", serde_json::to_string_pretty(&c).expect("serialises"));
@@ -98,6 +99,7 @@ pub(super) fn report(args: ReportArgs) -> Result<(), Error> {
         windows,
         timeline,
         traces_dir,
+        flips_before_trace,
     } = args;
     let arms: Vec<String> = std::iter::once(base.clone())
         .chain(others.clone())
@@ -109,6 +111,7 @@ pub(super) fn report(args: ReportArgs) -> Result<(), Error> {
         timeline_ns: timeline.as_nanos().min(u64::MAX as u128) as u64,
         command_line: std::env::args().collect(),
         traces_implicit,
+        flips_before_trace: flips_before_trace.fixed(),
     };
     let r = report::build(&resolved, &traces, &opts)?;
     warn_thin_windows(&r.comparison);

@@ -558,10 +558,14 @@ fn trace_name(t: &Path) -> String {
     .unwrap_or_default()
 }
 
+/// Replays `t` with `policies` (the traced kernel's added), the wakee flips before the
+/// trace as given or, with None, fitted to it; with no policies, only what the trace
+/// recorded is read, and nothing is fitted.
 fn replay_trace(
     t: &Path,
     policies: Vec<String>,
     windows: u32,
+    flips_before_trace: Option<u32>,
 ) -> Result<ReplayResult, CompareError> {
     let crate::input::Input { mut source, meta } = crate::input::open(t)?;
     let add_kernel_policy = !policies.is_empty();
@@ -575,23 +579,32 @@ fn replay_trace(
         add_kernel_policy,
         ..Default::default()
     };
-    // Every arm replays the machine the traced kernel's own policy reproduces best.
-    let open = || -> Result<Box<dyn crate::trace::EventSource>, ReplayError> {
-        Ok(crate::input::open(t)?.source)
-    };
-    let fit =
-        crate::replay::flips_fit::fit_into(&open, meta.as_ref(), &mut opts).map_err(
-            |e| match e {
-                // A reader's error names the file already.
-                ReplayError::Trace(_) | ReplayError::Bundle(_) => CompareError::Replay(e),
-                source => CompareError::FlipsFit {
-                    path: t.to_path_buf(),
-                    source,
+    let fit = match flips_before_trace {
+        Some(n) => {
+            opts.flips_before_trace = n;
+            None
+        }
+        None if !add_kernel_policy => None,
+        // Every arm replays the machine the traced kernel's own policy reproduces best.
+        None => {
+            let open = || -> Result<Box<dyn crate::trace::EventSource>, ReplayError> {
+                Ok(crate::input::open(t)?.source)
+            };
+            let fit = crate::replay::flips_fit::fit_into(&open, meta.as_ref(), &mut opts).map_err(
+                |e| match e {
+                    // A reader's error names the file already.
+                    ReplayError::Trace(_) | ReplayError::Bundle(_) => CompareError::Replay(e),
+                    source => CompareError::FlipsFit {
+                        path: t.to_path_buf(),
+                        source,
+                    },
                 },
-            },
-        )?;
+            )?;
+            Some(fit)
+        }
+    };
     let mut r = replay(source.as_mut(), meta.as_ref(), opts)?;
-    r.flips_fit = Some(fit);
+    r.flips_fit = fit;
     Ok(r)
 }
 
@@ -681,10 +694,13 @@ pub fn resolve(
 /// Replays every row's traces with the policy arms, reads each trace arm's own record,
 /// and builds one table per metric. A row (or a trace arm) of several runs pools their
 /// windows for its cells and adds the statistics across runs.
+/// `flips_before_trace`: the wakee flips of the tasks alive before each trace, None to
+/// fit them to it (see replay::flips_fit).
 pub fn compare(
     arms: &[Arm],
     rows: &[Vec<PathBuf>],
     windows: u32,
+    flips_before_trace: Option<u32>,
 ) -> Result<Comparison, CompareError> {
     let specs: Vec<String> = arms
         .iter()
@@ -698,7 +714,7 @@ pub fn compare(
     // The traces replay in parallel, one per thread.
     let flat: Vec<PathBuf> = rows.iter().flatten().cloned().collect();
     let mut replays = crate::parallel::map(&flat, crate::parallel::default_jobs(), |t| {
-        replay_trace(t, specs.clone(), windows)
+        replay_trace(t, specs.clone(), windows, flips_before_trace)
     })
     .into_iter();
     for paths in rows {
@@ -734,7 +750,7 @@ pub fn compare(
                 let i = match summaries.iter().position(|s| &s.path == path) {
                     Some(i) => i,
                     None => {
-                        let r = replay_trace(path, Vec::new(), windows)?;
+                        let r = replay_trace(path, Vec::new(), windows, flips_before_trace)?;
                         summaries.push(TraceSummary::of(name, path, r)?);
                         summaries.len() - 1
                     }

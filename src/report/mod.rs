@@ -39,6 +39,8 @@ pub struct ReportOptions {
     /// The command line named no trace: the traces were resolved (a default bundle or
     /// the sample), and the reproduction names them.
     pub traces_implicit: bool,
+    /// The wakee flips of the tasks alive before each trace, None to fit them to it.
+    pub flips_before_trace: Option<u32>,
 }
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by
@@ -451,7 +453,7 @@ pub fn build(
     traces: &[Vec<PathBuf>],
     opts: &ReportOptions,
 ) -> Result<Report, ReportError> {
-    let mut comparison = compare::compare(arms, traces, opts.windows)?;
+    let mut comparison = compare::compare(arms, traces, opts.windows, opts.flips_before_trace)?;
     let mut reports = Vec::new();
     for s in comparison.traces.iter_mut() {
         let replay = *s
