@@ -17,6 +17,7 @@ use crate::metrics::observed::Percentiles;
 use crate::metrics::Placements;
 use crate::parallel;
 use crate::sim::{Scheduler, Sim, SimOptions, SimResult, WakeDelays};
+use crate::state::flips::BeforeTrace;
 use crate::state::Topo;
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
@@ -422,7 +423,7 @@ pub struct Rerun {
     /// The fair scheduler the re-runs ran.
     pub scheduler: Scheduler,
     /// The wakee flips the traced tasks were given as they first appeared.
-    pub flips_before_trace: u32,
+    pub flips_before_trace: BeforeTrace,
     /// How they were fitted to the trace, when they were.
     pub flips_fit: Option<crate::replay::flips_fit::FlipsFit>,
 }
@@ -441,7 +442,7 @@ pub struct RerunOptions {
     pub scheduler: Option<Scheduler>,
     /// wakee_flips for the traced tasks as they first appear: a value assumed, or
     /// None to fit it to the trace (see replay::flips_fit).
-    pub flips_before_trace: Option<u32>,
+    pub flips_before_trace: Option<BeforeTrace>,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -491,7 +492,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
             let window = &events[..events.len().min(flips_fit::MAX_EVENTS)];
             let settings = crate::replay::ReplayOptions::default();
             let f = flips_fit::fit(window, &info, Some(&b.meta), &settings, &traced_policy)?;
-            (f.flips, Some(f))
+            (f.fitted, Some(f))
         }
     };
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
@@ -561,7 +562,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 let mut json = serde_json::to_value(&result).expect("serialises");
                 json["self_fidelity"] = serde_json::to_value(&self_fidelity).expect("serialises");
                 // A replay of the re-run gives back its decisions with the same flips.
-                json["flips_before_trace"] = flips_before_trace.into();
+                json["flips_before_trace"] =
+                    serde_json::to_value(flips_before_trace).expect("serialises");
                 crate::synth::steps::write_bundle(
                     &dest, &topology, events, provenance, &policy, &json,
                 )?;
@@ -624,11 +626,11 @@ fn render_runs(out: &mut String, r: &Rerun) {
                 let _ = writeln!(out, "{line}");
             }
         }
-        None if r.flips_before_trace > 0 => {
+        None if r.flips_before_trace != BeforeTrace::default() => {
             let _ = writeln!(
                 out,
                 "wakee flips before the trace: {}, assumed (--flips-before-trace)",
-                r.flips_before_trace
+                r.flips_before_trace.label()
             );
         }
         None => {}

@@ -142,6 +142,8 @@ fn hackbench_probes_measure_the_search() {
 /// different value for each capture (what the capture process did before tracing), and
 /// then wake_wide decides most wakeups, agreement goes over always-prev, and the
 /// cross-LLC placements come within 11 % of the kernel's (4128 against 1846 with 0).
+/// Under SIS_UTIL the age of the last halving counts too: 93.5 % with 16 flips halved
+/// as the capture process is first seen, 96.0 % halved 300 ms before.
 #[test]
 fn hackbench_flips_before_the_trace_are_fitted() {
     let names: Vec<String> = ["sis_util", "no_limit", "sis_prop"]
@@ -161,10 +163,10 @@ fn hackbench_flips_before_the_trace_are_fitted() {
         .as_array()
         .unwrap()
         .iter()
-        .zip([(16, 93.0), (6, 96.0), (4, 97.5)])
+        .zip([(16, 95.5), (6, 97.0), (4, 97.5)])
     {
         let name = row["trace"].as_str().unwrap();
-        assert_eq!(row["flips_before_trace"], flips, "{name}");
+        assert_eq!(row["flips_before_trace"]["flips"], flips, "{name}");
         let f = &row["fidelity"];
         let n = |k: &str| f[k].as_u64().unwrap() as f64;
         let agree = 100.0 * n("agree") / n("decisions");
@@ -184,6 +186,42 @@ fn hackbench_flips_before_the_trace_are_fitted() {
         assert_eq!(zero[0], 0);
         assert!(zero[1].as_f64().unwrap() < 75.0, "{name}: {zero}");
     }
+    let aged = &v[0]["flips_fit"];
+    assert!(
+        aged["fitted"]["halved_ago_ns"].as_u64().unwrap() > 0,
+        "{aged}"
+    );
+    let unaged = aged["agreement"].as_array().unwrap().iter();
+    let best_unaged = unaged.map(|a| a[1].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(best_unaged < 94.0, "{aged}");
+}
+
+/// On the kernel with CAS (run under SIS_UTIL's budget), hackbench agrees at most 85.5 %
+/// whatever the flips before the trace, each halved as its task is first seen: the
+/// capture process, which launched hackbench, halved its flips shortly before the trace,
+/// which the trace cannot show, and hackbench's receivers inherited fewer than
+/// wake_wide's threshold. With the age of that halving fitted as well, agreement
+/// passes 95 % and the cross-LLC placements come within 6 % of the kernel's (2013
+/// against 1914; 923 with the count alone).
+#[test]
+fn the_age_of_the_last_halving_is_fitted_too() {
+    let b = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/rig/kernel-sis-stats+noinline+cas/2x4/rig-2x4-hackbench-sis_util-tracefs");
+    let (code, out, err) = common::run_cli(&["fidelity", "--json", b.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (row, fit) = (&v[0], &v[0]["flips_fit"]);
+    let age = row["flips_before_trace"]["halved_ago_ns"].as_u64().unwrap();
+    assert!((1..1_000_000_000).contains(&age), "{fit}");
+    for a in fit["agreement"].as_array().unwrap() {
+        assert!(a[1].as_f64().unwrap() < 85.5, "halved as first seen: {a}");
+    }
+    let f = &row["fidelity"];
+    let n = |k: &str| f[k].as_u64().unwrap() as f64;
+    let agree = 100.0 * n("agree") / n("decisions");
+    assert!(agree >= 95.0, "{agree:.2} %: {fit}");
+    let xllc = n("predicted_cross_llc") / n("recorded_cross_llc");
+    assert!((0.94..=1.06).contains(&xllc), "cross-LLC x{xllc:.3}");
 }
 
 /// The perf backend in the guest, with the same probes, gives the same structure. Its
@@ -745,7 +783,7 @@ fn flips_before_the_trace_are_fitted_to_the_trace() {
             policy,
         )
         .unwrap();
-        assert_eq!(f.flips, want, "{name}: {:?}", f.agreement);
+        assert_eq!(f.fitted.flips, want, "{name}: {:?}", f.agreement);
         let (best, zero) = (f.agreement_at(want).unwrap(), f.agreement_at(0).unwrap());
         assert!(best > zero + 10.0, "{name}: {best} against {zero} with 0");
         assert_eq!(f.agreement.len(), flips_fit::CANDIDATES.len());

@@ -47,7 +47,7 @@ fn run_with(
             // The cases are worked out with v6.1's CFS.
             scheduler: sisreplay::sim::Scheduler::Cfs,
             traced_delays: Default::default(),
-            flips_before_trace: 0,
+            flips_before_trace: Default::default(),
         },
     )
     .unwrap();

@@ -99,7 +99,12 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
                 .unwrap();
         assert_eq!(&sim["self_fidelity"], g, "{p}");
         // With the wakee flips the re-run gave the tasks as they appeared.
-        let flips = sim["flips_before_trace"].as_u64().unwrap().to_string();
+        let before = &sim["flips_before_trace"];
+        let flips = format!(
+            "{}/{}ms",
+            before["flips"].as_u64().unwrap(),
+            before["halved_ago_ns"].as_u64().unwrap() as f64 / 1e6
+        );
         let (code, text, err) = common::run_cli(&[
             "fidelity",
             b.to_str().unwrap(),

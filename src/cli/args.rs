@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::policy::PolicySpec;
+use crate::state::flips::BeforeTrace;
 
 #[derive(Parser)]
 #[command(
@@ -177,8 +178,9 @@ pub(super) struct ReplayArgs {
     #[arg(long)]
     pub delayed_dequeue_ns: Option<u64>,
     /// wakee_flips of the tasks alive before the trace, inherited by the tasks they
-    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace
-    /// (its first 500,000 events) under the traced kernel's policy
+    /// fork (the trace cannot show them): a number (`16`), with how long before a task
+    /// is first seen they were last halved (`16/400ms`), or `auto` to fit both to the
+    /// trace (its first 500,000 events) under the traced kernel's policy
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Threads: with several traces, how many are replayed at once [default: one per
@@ -226,8 +228,8 @@ pub(super) struct CompareArgs {
     #[arg(long, default_value_t = 10)]
     pub windows: u32,
     /// wakee_flips of the tasks alive before each trace, for every arm's replay (the
-    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
-    /// does
+    /// trace cannot show them): `16`, `16/400ms` (last halved 400 ms before a task
+    /// is first seen), or `auto` to fit them to the trace as `replay` does
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Directory that holds bundles
@@ -264,8 +266,8 @@ pub(super) struct ReportArgs {
     #[arg(long, default_value = "20ms", value_parser = parse_duration)]
     pub timeline: std::time::Duration,
     /// wakee_flips of the tasks alive before each trace, for every arm's replay (the
-    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
-    /// does
+    /// trace cannot show them): `16`, `16/400ms` (last halved 400 ms before a task
+    /// is first seen), or `auto` to fit them to the trace as `replay` does
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Directory that holds bundles
@@ -341,8 +343,8 @@ pub(super) struct SimulateArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub scheduler: SchedulerArg,
     /// wakee_flips for the traced tasks as they first appear, as `replay` takes it (the
-    /// trace cannot show them): a number, or `auto` to fit it to the trace as `replay`
-    /// does
+    /// trace cannot show them): `16`, `16/400ms` (last halved 400 ms before a task
+    /// is first seen), or `auto` to fit them to the trace as `replay` does
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table
@@ -353,13 +355,13 @@ pub(super) struct SimulateArgs {
 /// `simulate --flips-before-trace`: a value, or fitted to the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum FlipsArg {
-    Fixed(u32),
+    Fixed(BeforeTrace),
     Auto,
 }
 
 impl FlipsArg {
     /// The value to use, None to fit it.
-    pub(super) fn fixed(self) -> Option<u32> {
+    pub(super) fn fixed(self) -> Option<BeforeTrace> {
         match self {
             FlipsArg::Fixed(n) => Some(n),
             FlipsArg::Auto => None,
@@ -367,14 +369,43 @@ impl FlipsArg {
     }
 }
 
+/// `auto`, a count of flips (`16`), or a count and how long before each task is first
+/// seen they were last halved (`16/400ms`).
 fn parse_flips(s: &str) -> Result<FlipsArg, String> {
-    match s {
-        "auto" => Ok(FlipsArg::Auto),
-        n => n
-            .parse()
-            .map(FlipsArg::Fixed)
-            .map_err(|_| format!("`{n}` is neither a number of flips nor `auto`")),
+    if s == "auto" {
+        return Ok(FlipsArg::Auto);
     }
+    let (count, age) = match s.split_once('/') {
+        Some((c, a)) => (c, Some(a)),
+        None => (s, None),
+    };
+    let flips = count.parse().map_err(|_| {
+        format!("`{s}` is neither `auto` nor a number of flips (`16`, or `16/400ms` with an age)")
+    })?;
+    let halved_ago_ns = match age {
+        None => 0,
+        // parse_duration refuses 0, which here means halved as first seen.
+        Some(a)
+            if a.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse()
+                == Ok(0.0) =>
+        {
+            0
+        }
+        Some(a) => {
+            let d = parse_duration(a).map_err(|e| e.to_string())?;
+            if d >= std::time::Duration::from_secs(1) {
+                return Err(format!(
+                    "`{s}`: flips are halved once a second, so the last halving is under 1s ago"
+                ));
+            }
+            d.as_nanos() as u64
+        }
+    };
+    Ok(FlipsArg::Fixed(BeforeTrace {
+        flips,
+        halved_ago_ns,
+    }))
 }
 
 /// `simulate --scheduler`.
@@ -422,8 +453,9 @@ pub(super) struct FidelityArgs {
     #[arg(long)]
     pub as_kernel: Option<String>,
     /// wakee_flips of the tasks alive before each trace, inherited by the tasks they
-    /// fork (the trace cannot show them): a number, or `auto` to fit it to the trace
-    /// (its first 500,000 events; the agreement printed is then with the fitted value)
+    /// fork (the trace cannot show them): `16`, `16/400ms` (last halved 400 ms before a
+    /// task is first seen), or `auto` to fit them to the trace (its first 500,000
+    /// events; the agreement printed is then with the fitted value)
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
     /// Print the result as JSON instead of a table

@@ -565,7 +565,7 @@ fn replay_trace(
     t: &Path,
     policies: Vec<String>,
     windows: u32,
-    flips_before_trace: Option<u32>,
+    flips_before_trace: Option<crate::state::flips::BeforeTrace>,
 ) -> Result<ReplayResult, CompareError> {
     let crate::input::Input { mut source, meta } = crate::input::open(t)?;
     let add_kernel_policy = !policies.is_empty();
@@ -700,7 +700,7 @@ pub fn compare(
     arms: &[Arm],
     rows: &[Vec<PathBuf>],
     windows: u32,
-    flips_before_trace: Option<u32>,
+    flips_before_trace: Option<crate::state::flips::BeforeTrace>,
 ) -> Result<Comparison, CompareError> {
     let specs: Vec<String> = arms
         .iter()

@@ -23,6 +23,7 @@ use crate::metrics::calibration::Fit;
 use crate::metrics::observed::Observed;
 use crate::metrics::PolicyMetrics;
 use crate::policy::{PolicyError, PolicySpec};
+use crate::state::flips::BeforeTrace;
 use crate::state::Topo;
 use crate::topology::Topology;
 use crate::trace::{EventSource, TraceError};
@@ -54,10 +55,11 @@ pub struct ReplayOptions {
     /// wakeup this soon after the task blocked is taken as such a one. None: off.
     pub delayed_dequeue_ns: Option<u64>,
     /// The wakee_flips assumed for tasks alive before the trace, which the tasks they
-    /// fork inherit (0: none). The trace cannot show them, yet a workload started by
-    /// such a task carries them in every task that seldom wakes others, and wake_wide
-    /// turns on them (see Machine::flips_before_trace).
-    pub flips_before_trace: u32,
+    /// fork inherit, and when they were last halved (default: none, halved as first
+    /// seen). The trace cannot show them, yet a workload started by such a task carries
+    /// them in every task that seldom wakes others, and wake_wide turns on them (see
+    /// Machine::flips_before_trace).
+    pub flips_before_trace: BeforeTrace,
     /// Replay the kernel's own policy too when it is not among `policies`.
     pub add_kernel_policy: bool,
 }
@@ -76,7 +78,7 @@ impl Default for ReplayOptions {
             decisions: None,
             explain_ts: None,
             delayed_dequeue_ns: None,
-            flips_before_trace: 0,
+            flips_before_trace: BeforeTrace::default(),
             add_kernel_policy: true,
         }
     }
@@ -142,7 +144,7 @@ pub struct ReplayResult {
     /// The search-time model fitted to the probes' durations (see metrics::calibration).
     pub search_fit: Option<Fit>,
     /// The wakee flips taken for the tasks alive before the trace.
-    pub flips_before_trace: u32,
+    pub flips_before_trace: BeforeTrace,
     /// How they were fitted to the trace, when they were (see flips_fit).
     pub flips_fit: Option<flips_fit::FlipsFit>,
 }

@@ -764,7 +764,7 @@ impl Partial {
             explained: Vec::new(),
             probed_selections: self.tally.probed_selections,
             search_fit: self.fit.fit(),
-            flips_before_trace: 0,
+            flips_before_trace: crate::state::flips::BeforeTrace::default(),
             flips_fit: None,
         }
     }

@@ -40,7 +40,7 @@ pub struct ReportOptions {
     /// the sample), and the reproduction names them.
     pub traces_implicit: bool,
     /// The wakee flips of the tasks alive before each trace, None to fit them to it.
-    pub flips_before_trace: Option<u32>,
+    pub flips_before_trace: Option<crate::state::flips::BeforeTrace>,
 }
 
 /// For one metric, one compared arm on one trace: better or worse than the baseline, by

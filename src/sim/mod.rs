@@ -127,7 +127,7 @@ pub struct SimOptions {
     pub traced_delays: WakeDelays,
     /// wakee_flips assumed for a traced task as it first appears (what it had, or
     /// inherited at fork, before the trace; see Machine::flips_before_trace).
-    pub flips_before_trace: u32,
+    pub flips_before_trace: crate::state::flips::BeforeTrace,
 }
 
 impl SimOptions {
@@ -153,7 +153,7 @@ impl SimOptions {
             record: false,
             scheduler: Scheduler::Cfs,
             traced_delays: WakeDelays::default(),
-            flips_before_trace: 0,
+            flips_before_trace: crate::state::flips::BeforeTrace::default(),
         }
     }
 }

@@ -30,14 +30,56 @@ pub struct Flips {
     pub last_wakee: i32,
 }
 
+/// wake_wide's memory of the tasks alive before a trace, which the trace cannot show and
+/// the tasks they fork inherit: every such task is taken to have `flips`, last halved
+/// `halved_ago_ns` before it is first seen. record_wakee halves a waker's flips once a
+/// second has passed since the last halving, so the age decides whether a workload's
+/// launcher forks it before or after its next halving; as much as the count, it
+/// decides which tasks wake_wide spreads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BeforeTrace {
+    /// p->wakee_flips.
+    pub flips: u32,
+    /// How long before a task is first seen its p->wakee_flip_decay_ts lies (ns).
+    pub halved_ago_ns: u64,
+}
+
+impl BeforeTrace {
+    /// `flips`, halved as the task is first seen.
+    pub fn flips(flips: u32) -> BeforeTrace {
+        BeforeTrace {
+            flips,
+            halved_ago_ns: 0,
+        }
+    }
+
+    /// The memory of a task first seen at `now`, other than at its fork.
+    pub fn at(self, now: u64) -> Flips {
+        Flips {
+            flips: self.flips,
+            decay_ts: now.saturating_sub(self.halved_ago_ns),
+            last_wakee: 0,
+        }
+    }
+
+    /// As `--flips-before-trace` takes it: `16`, or `16/400ms` with an age.
+    pub fn label(self) -> String {
+        if self.halved_ago_ns == 0 {
+            self.flips.to_string()
+        } else {
+            format!("{}/{}ms", self.flips, self.halved_ago_ns as f64 / 1e6)
+        }
+    }
+}
+
 /// Every task's wake_wide memory, and whether it is runnable, from the events so far.
 #[derive(Debug, Clone, Default)]
 pub struct FlipsPass {
     tasks: HashMap<i32, (Flips, bool), BuildHasherDefault<ahash::AHasher>>,
     /// The trace carries selection probes.
     probes: bool,
-    /// The flips of a task first seen other than at its fork (Machine::flips_before_trace).
-    assumed: u32,
+    /// The memory of a task first seen other than at its fork (Machine::flips_before_trace).
+    assumed: BeforeTrace,
     /// Per CPU, with probes: the last sched_waking (waker, wakee, time) while no entry
     /// probe or other event of that CPU has told whether it selected.
     waiting: HashMap<u32, (i32, i32, u64), BuildHasherDefault<ahash::AHasher>>,
@@ -47,7 +89,7 @@ impl FlipsPass {
     /// A pass over a trace known to carry selection probes, or not (then they are
     /// taken into account from the first one seen), with `assumed` flips for the tasks
     /// alive before it.
-    pub fn new(probes: bool, assumed: u32) -> FlipsPass {
+    pub fn new(probes: bool, assumed: BeforeTrace) -> FlipsPass {
         FlipsPass {
             probes,
             assumed,
@@ -124,14 +166,9 @@ impl FlipsPass {
     }
 
     fn task(&mut self, pid: i32, now: u64) -> &mut (Flips, bool) {
-        self.tasks.entry(pid).or_insert((
-            Flips {
-                flips: self.assumed,
-                decay_ts: now,
-                last_wakee: 0,
-            },
-            false,
-        ))
+        self.tasks
+            .entry(pid)
+            .or_insert((self.assumed.at(now), false))
     }
 
     /// Machine::record_wakee's rule.

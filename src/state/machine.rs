@@ -248,10 +248,11 @@ pub struct Machine {
     /// state::flips): a task takes its own when first seen.
     pub earlier_flips: HashMap<i32, super::flips::Flips>,
     /// The wakee_flips a task has when first seen other than at its fork (alive before
-    /// the trace, or forked by a task that was): 0 unless assumed otherwise. A child
+    /// the trace, or forked by a task that was), and when they were last halved: none,
+    /// halved as it is first seen, unless assumed otherwise. A child
     /// keeps its parent's for life unless it wakes others, so this reaches every task
     /// a workload forks from one started before the trace.
-    pub flips_before_trace: u32,
+    pub flips_before_trace: super::flips::BeforeTrace,
     /// Interrupt time counts as pressure on capacity (avg_irq), as it does in a kernel
     /// built with CONFIG_IRQ_TIME_ACCOUNTING; without it the kernel keeps no avg_irq.
     pub irq_pressure: bool,
@@ -300,7 +301,7 @@ impl Machine {
             repairs: Repairs::default(),
             idle_cores: BTreeMap::new(),
             earlier_flips: HashMap::new(),
-            flips_before_trace: 0,
+            flips_before_trace: super::flips::BeforeTrace::default(),
             irq_pressure: true,
         }
     }
@@ -372,11 +373,9 @@ impl Machine {
         let assumed = self.flips_before_trace;
         let t = self.tasks.entry(pid).or_insert_with(|| {
             let mut t = TaskState::new(comm, now);
-            t.wakee_flips = assumed;
-            if let Some(f) = earlier.remove(&pid) {
-                (t.wakee_flips, t.wakee_flip_decay_ts, t.last_wakee) =
-                    (f.flips, f.decay_ts, f.last_wakee);
-            }
+            let f = earlier.remove(&pid).unwrap_or_else(|| assumed.at(now));
+            (t.wakee_flips, t.wakee_flip_decay_ts, t.last_wakee) =
+                (f.flips, f.decay_ts, f.last_wakee);
             t
         });
         if t.comm != comm && comm != Comm::default() {
@@ -1271,8 +1270,9 @@ mod tests {
             [(0, "wake_affine_idle", 1, 0), (5, "wake_wide", 2, 5)]
         {
             let mut m = machine(4);
-            m.flips_before_trace = assumed;
-            let mut pass = crate::state::flips::FlipsPass::new(false, assumed);
+            let before = crate::state::flips::BeforeTrace::flips(assumed);
+            m.flips_before_trace = before;
+            let mut pass = crate::state::flips::FlipsPass::new(false, before);
             for e in &events[..2] {
                 m.apply(e);
                 pass.apply(e);
@@ -1306,6 +1306,70 @@ mod tests {
                 (target, stage),
                 "assumed {assumed}"
             );
+        }
+    }
+
+    /// The age of the last halving decides which children inherit the count from
+    /// before a halving. Launcher 1 is first seen running at t0 with 8 flips, last
+    /// halved 900 ms before (so due again at t0 + 100 ms); it wakes 5 at t0 + 50 ms (9
+    /// flips), forks 10 at + 60 ms, wakes 6 at + 150 ms and forks 11 at + 160 ms.
+    /// record_wakee at + 150 ms finds more than a second since the halving: 9 >> 1 = 4, then 5 with the
+    /// flip, so 11 inherits 5, where 10 keeps 9. Halved as first seen instead, both
+    /// wakes count up with no halving: 10 has 9 and 11 has 10.
+    #[test]
+    fn the_age_of_the_last_halving_splits_the_children() {
+        use crate::state::flips::{BeforeTrace, FlipsPass};
+        let ms = 1_000_000u64;
+        let fork = |ts: u64, child_pid: i32| Event {
+            ts,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Fork {
+                parent_comm: Comm::from_bytes(b"launcher"),
+                parent_pid: 1,
+                child_comm: Comm::from_bytes(b"child"),
+                child_pid,
+            },
+        };
+        let waking = |ts: u64, pid: i32| Event {
+            ts,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Waking(crate::trace::Wake {
+                comm: Comm::from_bytes(b"peer"),
+                pid,
+                prio: 120,
+                target_cpu: 1,
+            }),
+        };
+        // Ten seconds after boot, as a trace's stamps are.
+        let t0 = 10_000 * ms;
+        let events = [
+            switch(t0, 0, 0, 0, 1),
+            waking(t0 + 50 * ms, 5),
+            fork(t0 + 60 * ms, 10),
+            waking(t0 + 150 * ms, 6),
+            fork(t0 + 160 * ms, 11),
+        ];
+        for (halved_ago_ns, want_10, want_11) in [(900 * ms, 9, 5), (0, 9, 10)] {
+            let before = BeforeTrace {
+                flips: 8,
+                halved_ago_ns,
+            };
+            let mut m = machine(4);
+            m.flips_before_trace = before;
+            let mut pass = FlipsPass::new(false, before);
+            for e in &events {
+                m.apply(e);
+                pass.apply(e);
+                if let EventKind::Waking(w) = &e.kind {
+                    m.record_wakee(1, w.pid, e.ts);
+                }
+            }
+            let got = (m.tasks[&10].wakee_flips, m.tasks[&11].wakee_flips);
+            assert_eq!(got, (want_10, want_11), "halved {halved_ago_ns} ns before");
+            let flips = pass.flips();
+            assert_eq!((flips[&10].flips, flips[&11].flips), got, "the pass agrees");
         }
     }
 
