@@ -196,7 +196,7 @@ fn hackbench_flips_before_the_trace_are_fitted() {
     assert!(best_unaged < 94.0, "{aged}");
 }
 
-/// On the kernel with CAS (run under SIS_UTIL's budget), hackbench agrees at most 85.5 %
+/// On the kernel with CAS (run under SIS_UTIL's budget), hackbench agrees at most 86 %
 /// whatever the flips before the trace, each halved as its task is first seen: the
 /// capture process, which launched hackbench, halved its flips shortly before the trace,
 /// which the trace cannot show, and hackbench's receivers inherited fewer than
@@ -214,7 +214,7 @@ fn the_age_of_the_last_halving_is_fitted_too() {
     let age = row["flips_before_trace"]["halved_ago_ns"].as_u64().unwrap();
     assert!((1..1_000_000_000).contains(&age), "{fit}");
     for a in fit["agreement"].as_array().unwrap() {
-        assert!(a[1].as_f64().unwrap() < 85.5, "halved as first seen: {a}");
+        assert!(a[1].as_f64().unwrap() < 86.0, "halved as first seen: {a}");
     }
     let f = &row["fidelity"];
     let n = |k: &str| f[k].as_u64().unwrap() as f64;
