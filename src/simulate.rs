@@ -531,9 +531,6 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 scheduler,
                 traced_delays: traced_delays.clone(),
                 flips_before_trace,
-                forked_util_scaled: crate::state::pelt::Avg::forked_util_scaled(
-                    b.meta.kernel_release.as_deref(),
-                ),
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;

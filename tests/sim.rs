@@ -48,7 +48,6 @@ fn run_with(
             scheduler: sisreplay::sim::Scheduler::Cfs,
             traced_delays: Default::default(),
             flips_before_trace: Default::default(),
-            forked_util_scaled: false,
         },
     )
     .unwrap();

@@ -218,8 +218,6 @@ impl<'o> Replayer<'o> {
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
         machine.irq_pressure = setup.irq_pressure;
-        machine.forked_util_scaled =
-            crate::state::pelt::Avg::forked_util_scaled(setup.kernel_release.as_deref());
         let mut lookahead = Lookahead::new(opts.lookahead_ns);
         if setup.probes {
             lookahead.expect_probes();

@@ -128,10 +128,6 @@ pub struct SimOptions {
     /// wakee_flips assumed for a traced task as it first appears (what it had, or
     /// inherited at fork, before the trace; see Machine::flips_before_trace).
     pub flips_before_trace: crate::state::flips::BeforeTrace,
-    /// New tasks' utilisation as kernels before v6.10 derive it (see
-    /// Machine::forked_util_scaled); off for a synthetic machine, whose bundles name
-    /// no release and so replay with the later rule.
-    pub forked_util_scaled: bool,
 }
 
 impl SimOptions {
@@ -158,7 +154,6 @@ impl SimOptions {
             scheduler: Scheduler::Cfs,
             traced_delays: WakeDelays::default(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
-            forked_util_scaled: false,
         }
     }
 }
@@ -764,7 +759,6 @@ impl Sim {
         let result = SimResult::empty(&workload, &opts, nr);
         let mut m = Machine::new(topo);
         m.flips_before_trace = opts.flips_before_trace;
-        m.forked_util_scaled = opts.forked_util_scaled;
         Ok(Sim {
             tun: Tunables::for_cpus(nr),
             balancer: Balancer::new(&m),

@@ -256,10 +256,6 @@ pub struct Machine {
     /// Interrupt time counts as pressure on capacity (avg_irq), as it does in a kernel
     /// built with CONFIG_IRQ_TIME_ACCOUNTING; without it the kernel keeps no avg_irq.
     pub irq_pressure: bool,
-    /// post_init_entity_util_avg scales a new task's utilisation by its weight as
-    /// se->load.weight holds it, 1024 times too large on 64-bit, before v6.10 (fixed
-    /// by 72bffbf57c52); from v6.10 by se_weight (see pelt::Avg::forked).
-    pub forked_util_scaled: bool,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
     /// runqueue or pending wakeups, so that change goes through this type.
@@ -307,7 +303,6 @@ impl Machine {
             earlier_flips: HashMap::new(),
             flips_before_trace: super::flips::BeforeTrace::default(),
             irq_pressure: true,
-            forked_util_scaled: false,
         }
     }
 
@@ -765,10 +760,8 @@ impl Machine {
             (t.rq, t.attached)
         };
         if new {
-            // wake_up_new_task: a new task starts heavy, with half the capacity its
-            // CPU has left (post_init_entity_util_avg), until its own history builds.
-            let cpu = &self.cpus[target as usize].avg;
-            let avg = Avg::forked(now, NICE_0_WEIGHT, cpu, self.forked_util_scaled);
+            // wake_up_new_task: a new task starts heavy until its own history builds.
+            let avg = Avg::forked(now, NICE_0_WEIGHT);
             if let Some(t) = self.tasks.get_mut(&w.pid) {
                 t.avg = avg;
                 t.attached = None;
@@ -1322,8 +1315,8 @@ mod tests {
 
     /// wake_up_new_task puts a new task on its CPU at full load (its weight, 1024 at
     /// nice 0), so that wake_affine_weight counts it heavy from the start; an idle CPU
-    /// with no load before holds 1024 once the child is woken there, and half its
-    /// capacity as utilisation. A task first seen at a plain wakeup brings no history.
+    /// with no load before holds 1024 once the child is woken there. A task first seen
+    /// at a plain wakeup brings no history.
     #[test]
     fn a_new_task_is_woken_at_full_load() {
         let t0 = 10_000_000_000;
@@ -1349,7 +1342,6 @@ mod tests {
         m.apply(&new);
         m.apply(&seen);
         assert_eq!(m.cpu_load(1), 1024);
-        assert_eq!(m.cpus[1].avg.util_avg, 512);
         assert_eq!(m.tasks[&10].attached, Some(1));
         assert_eq!(m.cpu_load(2), 0);
     }
