@@ -25,9 +25,31 @@ pub fn map<T: Sync, R: Send>(
     }
 }
 
+/// `f` on a pool of `jobs` threads: its own parallel iterators use no more.
+pub fn install<R: Send>(jobs: usize, f: impl FnOnce() -> R + Send) -> R {
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+    {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn install_bounds_the_threads_of_what_it_runs() {
+        for jobs in [1, 3] {
+            let (threads, sum) = install(jobs, || {
+                let sum: u64 = (0..1000u64).into_par_iter().sum();
+                (rayon::current_num_threads(), sum)
+            });
+            assert_eq!((threads, sum), (jobs, 499_500), "jobs {jobs}");
+        }
+    }
 
     #[test]
     fn results_keep_the_items_order_on_any_number_of_threads() {

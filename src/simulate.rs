@@ -490,7 +490,10 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
             let info = crate::trace::EventSource::info(&b).clone();
             use crate::replay::flips_fit;
             let window = &events[..events.len().min(flips_fit::MAX_EVENTS)];
-            let settings = crate::replay::ReplayOptions::default();
+            let settings = crate::replay::ReplayOptions {
+                fit_jobs: Some(o.jobs),
+                ..Default::default()
+            };
             let f = flips_fit::fit(window, &info, Some(&b.meta), &settings, &traced_policy)?;
             (f.fitted, Some(f))
         }

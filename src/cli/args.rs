@@ -186,7 +186,7 @@ pub(super) struct ReplayArgs {
     /// Threads: with several traces, how many are replayed at once [default: one per
     /// CPU]; with one, time slices of it when it is long enough (a few % of the
     /// decisions of a loaded trace then differ from one pass's) [default: 1, one exact
-    /// pass]
+    /// pass]; a single trace's wakee flips fit takes as many [default: one per CPU]
     #[arg(short, long)]
     pub jobs: Option<usize>,
     /// Also write the results as one dataset for DuckDB, polars or Spark:

@@ -42,12 +42,14 @@ fn options(args: &ReplayArgs) -> ReplayOptions {
 }
 
 /// Sets the wakee flips before the trace in `opts`: as given, or fitted to the trace
-/// (opened once more for it); returns the fit.
+/// (opened once more for it) on `jobs` threads, or on the pool it runs in; returns the
+/// fit.
 fn set_flips(
     arg: FlipsArg,
     input: &Path,
     meta: Option<&bundle::Meta>,
     opts: &mut ReplayOptions,
+    jobs: Option<usize>,
 ) -> Result<Option<replay::flips_fit::FlipsFit>, Error> {
     if let Some(n) = arg.fixed() {
         opts.flips_before_trace = n;
@@ -56,6 +58,7 @@ fn set_flips(
     let open = || -> Result<Box<dyn crate::trace::EventSource>, replay::ReplayError> {
         Ok(crate::input::open(input)?.source)
     };
+    opts.fit_jobs = jobs;
     replay::flips_fit::fit_into(&open, meta, opts)
         .map(Some)
         .map_err(|e| replay_error(input, e))
@@ -112,7 +115,13 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         meta,
     } = crate::input::open(input)?;
     let mut settings = options(args);
-    let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut settings)?;
+    let flips_fit = set_flips(
+        args.flips_before_trace,
+        input,
+        meta.as_ref(),
+        &mut settings,
+        args.jobs,
+    )?;
     let decisions_out = match &args.decisions {
         Some(p) => {
             let f = std::fs::File::create(p).map_err(|source| Error::Create {
@@ -218,7 +227,14 @@ fn fleet_member(args: &ReplayArgs, input: &Path) -> Result<replay::ReplayResult,
         meta,
     } = crate::input::open(input)?;
     let mut settings = options(args);
-    let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut settings)?;
+    // Already on a pool of --jobs threads.
+    let flips_fit = set_flips(
+        args.flips_before_trace,
+        input,
+        meta.as_ref(),
+        &mut settings,
+        None,
+    )?;
     let opts = ReplayOptions {
         decisions: dataset_decisions(args, input),
         ..settings
@@ -245,7 +261,14 @@ pub(super) fn fidelity(args: FidelityArgs) -> Result<(), Error> {
             as_kernel: args.as_kernel.clone(),
             ..Default::default()
         };
-        let flips_fit = set_flips(args.flips_before_trace, input, meta.as_ref(), &mut opts)?;
+        // Already on a pool of --jobs threads.
+        let flips_fit = set_flips(
+            args.flips_before_trace,
+            input,
+            meta.as_ref(),
+            &mut opts,
+            None,
+        )?;
         let mut r = replay::replay(src.as_mut(), meta.as_ref(), opts)
             .map_err(|e| replay_error(input, e))?;
         r.flips_fit = flips_fit;

@@ -192,11 +192,15 @@ pub fn fit(
         ))
     };
     let judged_on = std::cell::Cell::new(0);
+    let fit_jobs = settings.fit_jobs;
     let run = |tried: &[BeforeTrace]| -> Result<Vec<f64>, ReplayError> {
-        let judged: Vec<(f64, u64)> = tried
-            .par_iter()
-            .map(|&b| judge(b))
-            .collect::<Result<_, _>>()?;
+        let judge_all = || -> Result<Vec<(f64, u64)>, ReplayError> {
+            tried.par_iter().map(|&b| judge(b)).collect()
+        };
+        let judged = match fit_jobs {
+            Some(jobs) => crate::parallel::install(jobs, judge_all),
+            None => judge_all(),
+        }?;
         judged_on.set(judged.first().map_or(0, |j| j.1));
         Ok(judged.into_iter().map(|j| j.0).collect())
     };

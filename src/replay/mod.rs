@@ -62,6 +62,8 @@ pub struct ReplayOptions {
     pub flips_before_trace: BeforeTrace,
     /// Replay the kernel's own policy too when it is not among `policies`.
     pub add_kernel_policy: bool,
+    /// Threads the flips fit replays its candidates on; None: the pool it runs in.
+    pub fit_jobs: Option<usize>,
 }
 
 impl Default for ReplayOptions {
@@ -80,6 +82,7 @@ impl Default for ReplayOptions {
             delayed_dequeue_ns: None,
             flips_before_trace: BeforeTrace::default(),
             add_kernel_policy: true,
+            fit_jobs: None,
         }
     }
 }
@@ -200,6 +203,7 @@ impl ReplayOptions {
             delayed_dequeue_ns: self.delayed_dequeue_ns,
             flips_before_trace: self.flips_before_trace,
             add_kernel_policy: self.add_kernel_policy,
+            fit_jobs: self.fit_jobs,
         }
     }
 }
