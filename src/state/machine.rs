@@ -757,16 +757,13 @@ impl Machine {
         let (held, attached) = {
             let t = self.task(w.pid, w.comm, now);
             t.cpu = Some(target);
-            (t.rq, t.attached)
-        };
-        if new {
-            // wake_up_new_task: a new task starts heavy until its own history builds.
-            let avg = Avg::forked(now, NICE_0_WEIGHT);
-            if let Some(t) = self.tasks.get_mut(&w.pid) {
-                t.avg = avg;
+            if new {
+                // wake_up_new_task: a new task starts heavy until its own history builds.
+                t.avg = Avg::forked(now, NICE_0_WEIGHT);
                 t.attached = None;
             }
-        }
+            (t.rq, t.attached)
+        };
         match held {
             // ttwu_runnable: still queued here, nothing moves.
             Some(h) if h == target => {
