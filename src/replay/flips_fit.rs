@@ -164,9 +164,8 @@ pub fn fit(
         .unwrap_or(1);
     let candidates = candidates(llc);
     // The replay's own settings (ReplayOptions holds its output sinks, not Sync).
-    let (time, lookahead_ns, lock_hold_ns, delayed_dequeue_ns) = (
+    let (time, lock_hold_ns, delayed_dequeue_ns) = (
         settings.time,
-        settings.lookahead_ns,
         settings.lock_hold_ns,
         settings.delayed_dequeue_ns,
     );
@@ -178,7 +177,6 @@ pub fn fit(
             flips_before_trace: before,
             windows: 1,
             time,
-            lookahead_ns,
             lock_hold_ns,
             delayed_dequeue_ns,
             ..ReplayOptions::default()

@@ -5,8 +5,8 @@
 //! on the events' times alone, never on how the trace was read in batches: the probes
 //! and the sched_wakeup of a waking within [`OUTCOME_HORIZON_NS`] of it.
 
-use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use crate::trace::{Event, EventKind};
 
@@ -38,29 +38,32 @@ pub struct Selection {
 /// waking's sched_wakeup is missing (a lost event).
 pub const OUTCOME_HORIZON_NS: u64 = 250_000_000;
 
-/// A window of events in time order: the next event to replay and those that follow it
-/// within `horizon_ns`, or until its sched_wakeup for a sched_waking.
+/// A window of events in time order: the next event to replay and, when it is a
+/// sched_waking, those that follow it until they tell its outcome (its sched_wakeup, and
+/// its probes when the trace has them) or [`OUTCOME_HORIZON_NS`] has passed.
+#[derive(Default)]
 pub struct Lookahead {
     events: VecDeque<Event>,
-    horizon_ns: u64,
-    /// How far the front waking's outcome was looked for without finding it, so a
-    /// window waiting on a lost sched_wakeup is not scanned again from the start.
-    searched: Cell<usize>,
+    /// The number of events taken from the window so far: an event's sequence number
+    /// less this is its index in `events`.
+    popped: u64,
+    /// The sequence numbers of each task's wakings and wakeups in the window, in order:
+    /// a waking's outcome is the task's next one, found without walking the events
+    /// between (a lost sched_wakeup keeps up to 250 ms of the trace in the window).
+    marks: HashMap<i32, VecDeque<u64>, BuildHasherDefault<ahash::AHasher>>,
     /// The trace carries select_task_rq_fair probes: a waking waits for its own.
     probes: bool,
 }
 
-impl Lookahead {
-    /// An empty window that looks `horizon_ns` ahead for probes.
-    pub fn new(horizon_ns: u64) -> Lookahead {
-        Lookahead {
-            events: VecDeque::new(),
-            horizon_ns,
-            searched: Cell::new(1),
-            probes: false,
-        }
+/// The task of a sched_waking or sched_wakeup.
+fn marked_pid(e: &Event) -> Option<i32> {
+    match &e.kind {
+        EventKind::Waking(w) | EventKind::Wakeup(w) => Some(w.pid),
+        _ => None,
     }
+}
 
+impl Lookahead {
     /// From now on, a waking waits in the window until its probes are in.
     pub fn expect_probes(&mut self) {
         self.probes = true;
@@ -68,50 +71,30 @@ impl Lookahead {
 
     /// Adds the next event of the trace.
     pub fn push(&mut self, e: Event) {
+        if let Some(pid) = marked_pid(&e) {
+            let seq = self.popped + self.events.len() as u64;
+            self.marks.entry(pid).or_default().push_back(seq);
+        }
         self.events.push_back(e);
     }
 
-    /// The front event's horizon is covered: every event that can tell its outcome is in.
+    /// The front event can be replayed: every event that can tell its outcome is in.
+    /// Only a sched_waking looks ahead; the rest are ready at once.
     pub fn ready(&self) -> bool {
         let (Some(front), Some(back)) = (self.events.front(), self.events.back()) else {
             return false;
         };
         let span = back.ts.saturating_sub(front.ts);
-        if span < self.horizon_ns {
-            return false;
-        }
         match &front.kind {
-            EventKind::Waking(w) if span < OUTCOME_HORIZON_NS => {
-                let found = self.find_outcome(self.searched.get(), front.ts, w.pid);
-                self.searched.set(self.events.len());
-                found.is_some()
-                    && (!self.probes || self.find_selection(1, front.cpu, front.ts).is_ok())
+            EventKind::Waking(w) if span <= OUTCOME_HORIZON_NS => {
+                // Every event is within the outcome horizon (and one that follows may
+                // still be): the waking's outcome is told once the task has another
+                // waking or wakeup after this one.
+                let found = self.marks.get(&w.pid).is_some_and(|m| m.len() > 1);
+                found && (!self.probes || self.find_selection(1, front.cpu, front.ts).is_ok())
             }
             _ => true,
         }
-    }
-
-    /// What the events from index `from` on say of the waking of `pid` at `since`: Some
-    /// once its sched_wakeup, or a later waking of it, is found within the outcome
-    /// horizon; None while neither is.
-    fn find_outcome(&self, from: usize, since: u64, pid: i32) -> Option<Option<Outcome>> {
-        let limit = since.saturating_add(OUTCOME_HORIZON_NS);
-        for e in self.events.range(from..) {
-            if e.ts > limit {
-                return Some(None);
-            }
-            match &e.kind {
-                EventKind::Wakeup(w) if w.pid == pid => {
-                    return Some(Some(Outcome {
-                        chosen: w.target_cpu.max(0) as u32,
-                        recorded_on: e.cpu,
-                    }))
-                }
-                EventKind::Waking(w) if w.pid == pid => return Some(None),
-                _ => {}
-            }
-        }
-        None
     }
 
     /// Trace time of the front event, the next to be taken.
@@ -121,14 +104,31 @@ impl Lookahead {
 
     /// Takes the front event; the lookups below then look at what follows it.
     pub fn pop(&mut self) -> Option<Event> {
-        self.searched.set(1);
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        self.popped += 1;
+        if let Some(pid) = marked_pid(&e) {
+            // An emptied queue stays: the task's next waking reuses it.
+            if let Some(marks) = self.marks.get_mut(&pid) {
+                marks.pop_front();
+            }
+        }
+        Some(e)
     }
 
     /// The sched_wakeup of `pid` that follows its sched_waking at `since` (just popped)
     /// within [`OUTCOME_HORIZON_NS`], unless another waking of it comes first.
     pub fn outcome(&self, pid: i32, since: u64) -> Option<Outcome> {
-        self.find_outcome(0, since, pid).flatten()
+        let seq = *self.marks.get(&pid)?.front()?;
+        let next = &self.events[(seq - self.popped) as usize];
+        match &next.kind {
+            EventKind::Wakeup(w) if next.ts <= since.saturating_add(OUTCOME_HORIZON_NS) => {
+                Some(Outcome {
+                    chosen: w.target_cpu.max(0) as u32,
+                    recorded_on: next.cpu,
+                })
+            }
+            _ => None,
+        }
     }
 
     /// The probes that follow a sched_waking (just popped) on `cpu`: select_task_rq runs in

@@ -38,8 +38,6 @@ pub struct ReplayOptions {
     pub policies: Vec<PolicySpec>,
     /// The modelled search cost (entry and per-runqueue ns) search times are counted in.
     pub time: TimeModel,
-    /// How far ahead a sched_waking looks for its sched_wakeup.
-    pub lookahead_ns: u64,
     /// An rq lock held this long collides with the next acquisition of it.
     pub lock_hold_ns: u64,
     /// Time windows for variation.
@@ -73,7 +71,6 @@ impl Default for ReplayOptions {
                 .map(|s| PolicySpec::parse(s).expect("registered"))
                 .to_vec(),
             time: TimeModel::default(),
-            lookahead_ns: 20_000_000,
             lock_hold_ns: 300,
             windows: 10,
             as_kernel: None,
@@ -194,7 +191,6 @@ impl ReplayOptions {
         ReplayOptions {
             policies: self.policies.clone(),
             time: self.time,
-            lookahead_ns: self.lookahead_ns,
             lock_hold_ns: self.lock_hold_ns,
             windows: self.windows,
             as_kernel: self.as_kernel.clone(),

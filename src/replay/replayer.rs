@@ -1,5 +1,5 @@
-//! Decision replay as a state machine fed one event at a time. Each event waits in the
-//! lookahead until what follows it within the horizon is in (its outcome), is then
+//! Decision replay as a state machine fed one event at a time. A sched_waking waits in
+//! the lookahead until what follows it tells its outcome, each event is then
 //! replayed (a sched_waking: every policy decides on the machine as the trace left it),
 //! and finally applied to the machine state.
 
@@ -171,6 +171,9 @@ pub struct Replayer<'o> {
     /// Remote wakeups decided but not yet queued to their CPU (when, which task, which
     /// CPU): the search that chose the CPU takes the kernel policy's modelled time.
     queueing: Vec<(u64, i32, u32)>,
+    /// The earliest time in `queueing` (u64::MAX when empty): most events come before
+    /// it and change nothing there.
+    queueing_due: u64,
     /// Searches the kernel ran after their sched_waking, still to be decided.
     searches: Vec<Search>,
     /// Per CPU, the entry of a select_idle_cpu call whose return is still to come.
@@ -218,7 +221,7 @@ impl<'o> Replayer<'o> {
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
         machine.irq_pressure = setup.irq_pressure;
-        let mut lookahead = Lookahead::new(opts.lookahead_ns);
+        let mut lookahead = Lookahead::default();
         if setup.probes {
             lookahead.expect_probes();
         }
@@ -245,6 +248,7 @@ impl<'o> Replayer<'o> {
             observers,
             hint_arm,
             queueing: Vec::new(),
+            queueing_due: u64::MAX,
             searches: Vec::new(),
             idle_scan_from,
             stretch: Stretch::default(),
@@ -702,6 +706,7 @@ impl<'o> Replayer<'o> {
             // Queued to the target by IPI when the search ends: not idle to others from
             // then until activated. Searches that overlap this one still read it idle.
             self.queueing.push((now + search_ns, pid, out.chosen));
+            self.queueing_due = self.queueing_due.min(now + search_ns);
             if search_ns == 0 {
                 self.queue_due_wakeups(now, None);
             }
@@ -713,7 +718,8 @@ impl<'o> Replayer<'o> {
     /// wakeup queued (ttwu_pending); one whose task is `activated` at `now` first was
     /// never seen queued.
     fn queue_due_wakeups(&mut self, now: u64, activated: Option<i32>) {
-        if self.queueing.is_empty() {
+        let queued = |p: i32| self.queueing.iter().any(|&(_, pid, _)| pid == p);
+        if now < self.queueing_due && !activated.is_some_and(queued) {
             return;
         }
         let machine = &mut self.machine;
@@ -725,6 +731,7 @@ impl<'o> Replayer<'o> {
                 activated != Some(pid)
             }
         });
+        self.queueing_due = self.queueing.iter().map(|q| q.0).min().unwrap_or(u64::MAX);
     }
 }
 

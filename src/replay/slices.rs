@@ -93,7 +93,7 @@ pub fn replay_sliced(
     let csv = matches!(decisions, Some(DecisionsOut::Csv(_)));
     let parquet = matches!(decisions, Some(DecisionsOut::Parquet(_)));
     // What one pass would look at past the slice's last event.
-    let reach = opts.lookahead_ns.max(OUTCOME_HORIZON_NS);
+    let reach = OUTCOME_HORIZON_NS;
     // Shared by the slices' threads: the settings without the decisions file.
     let settings = std::sync::Mutex::new(opts.clone_settings());
     // Where each slice's warm-up starts, and wake_wide's memory there.
