@@ -512,7 +512,7 @@ impl<'o> Replayer<'o> {
             (true, None) => (true, false),
             (false, _) => (self.wakee_queued(w.pid), self.delayed_dequeue(w.pid, now)),
         };
-        let pinned = !self.probes && TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
+        let pinned = !self.probes && TaskState::comm_is_percpu_kthread(w.comm.as_bytes());
         let outcome = self.lookahead.outcome(w.pid, now);
         let skipped = &mut self.tally.skipped;
         match (queued, outcome) {

@@ -151,7 +151,7 @@ impl FlipsPass {
             }
             EventKind::Waking(w) => {
                 let queued = self.tasks.get(&w.pid).is_some_and(|t| t.1);
-                let pinned = TaskState::comm_is_percpu_kthread(&w.comm.to_str_lossy());
+                let pinned = TaskState::comm_is_percpu_kthread(w.comm.as_bytes());
                 if !queued && !pinned {
                     self.record_wakee(e.common_pid, w.pid, now);
                 }

@@ -216,13 +216,13 @@ impl TaskState {
     /// A per-CPU kernel thread by name (kworker/N:M, ksoftirqd/N, migration/N, ...),
     /// since traces do not carry nr_cpus_allowed.
     pub fn is_percpu_kthread(&self) -> bool {
-        TaskState::comm_is_percpu_kthread(&self.comm.to_str_lossy())
+        TaskState::comm_is_percpu_kthread(self.comm.as_bytes())
     }
 
     /// Whether a comm names a per-CPU kernel thread: a `/` followed by a CPU number.
-    pub fn comm_is_percpu_kthread(name: &str) -> bool {
-        match name.split_once('/') {
-            Some((_, rest)) => rest.chars().next().is_some_and(|c| c.is_ascii_digit()),
+    pub fn comm_is_percpu_kthread(name: &[u8]) -> bool {
+        match name.iter().position(|&b| b == b'/') {
+            Some(slash) => name.get(slash + 1).is_some_and(u8::is_ascii_digit),
             None => false,
         }
     }

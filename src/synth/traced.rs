@@ -145,8 +145,8 @@ impl Building {
     /// kernel thread kept on its CPU.
     fn into_spec(self) -> TaskSpec {
         let start = self.start.unwrap_or(Start::Asleep { cpu: 0 });
-        let pinned =
-            TaskState::comm_is_percpu_kthread(&self.comm).then(|| start.cpu().unwrap_or(0));
+        let pinned = TaskState::comm_is_percpu_kthread(self.comm.as_bytes())
+            .then(|| start.cpu().unwrap_or(0));
         TaskSpec {
             comm: self.comm,
             pid: Some(self.pid),
