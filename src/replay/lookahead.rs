@@ -203,3 +203,72 @@ impl Lookahead {
         Err(entry)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::event::build::{switch, wakeup, waking};
+
+    /// Pops the front event, which has to be ready.
+    fn take(l: &mut Lookahead) -> Event {
+        assert!(l.ready());
+        l.pop().expect("an event")
+    }
+
+    /// A waking waits for its own sched_wakeup, past other tasks' wakings and wakeups;
+    /// everything else is replayed at once.
+    #[test]
+    fn a_waking_waits_for_its_own_wakeup_only() {
+        let mut l = Lookahead::default();
+        l.push(switch(0, 0, 0, 0, 10));
+        assert!(l.ready(), "a switch looks at nothing ahead");
+        take(&mut l);
+        l.push(waking(100, 0, 10, 5, 2));
+        assert!(!l.ready());
+        l.push(waking(110, 1, 11, 6, 1));
+        l.push(wakeup(120, 1, 11, 6, 1));
+        assert!(!l.ready(), "task 6's wakeup tells nothing of task 5's");
+        l.push(wakeup(130, 3, 10, 5, 3));
+        let w = take(&mut l);
+        assert_eq!(w.ts, 100);
+        assert_eq!(
+            l.outcome(5, 100),
+            Some(Outcome {
+                chosen: 3,
+                recorded_on: 3
+            })
+        );
+        // Task 6's waking is next, and its wakeup is in.
+        take(&mut l);
+        assert_eq!(l.outcome(6, 110).map(|o| o.chosen), Some(1));
+    }
+
+    /// A second waking of the task before any wakeup means the first had none.
+    #[test]
+    fn a_later_waking_ends_the_search() {
+        let mut l = Lookahead::default();
+        l.push(waking(100, 0, 10, 5, 2));
+        l.push(waking(200, 0, 10, 5, 2));
+        take(&mut l);
+        assert_eq!(l.outcome(5, 100), None);
+        l.push(wakeup(300, 2, 10, 5, 2));
+        take(&mut l);
+        assert_eq!(l.outcome(5, 200).map(|o| o.chosen), Some(2));
+    }
+
+    /// A lost sched_wakeup: the waking is given up once the trace has gone past the
+    /// outcome horizon, and a wakeup beyond it is not taken for its outcome.
+    #[test]
+    fn a_lost_wakeup_is_given_up_past_the_horizon() {
+        let mut l = Lookahead::default();
+        l.push(waking(100, 0, 10, 5, 2));
+        l.push(switch(100 + OUTCOME_HORIZON_NS, 1, 0, 0, 11));
+        assert!(
+            !l.ready(),
+            "an event at the horizon's edge may still be followed"
+        );
+        l.push(wakeup(101 + OUTCOME_HORIZON_NS, 2, 10, 5, 2));
+        take(&mut l);
+        assert_eq!(l.outcome(5, 100), None);
+    }
+}
