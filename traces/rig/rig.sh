@@ -177,9 +177,11 @@ trap 'rm -rf "$work"' EXIT
 rd=$work/rd
 mkdir -p "$rd"/{bin,sbin,lib,lib64,proc,sys,dev,tmp,out,modules,usr/bin}
 cp /bin/busybox "$rd/bin/busybox"
+# copy_with_libs PATH [NAME]: PATH as /usr/bin/NAME (its own name by default).
 copy_with_libs() {
-    cp "$1" "$rd/usr/bin/"
-    strip -s "$rd/usr/bin/$(basename "$1")" 2>/dev/null || true
+    local name=${2:-$(basename "$1")}
+    cp "$1" "$rd/usr/bin/$name"
+    strip -s "$rd/usr/bin/$name" 2>/dev/null || true
     for lib in $(ldd "$1" | grep -o '/[^ ]*'); do
         mkdir -p "$rd$(dirname "$lib")"
         cp -L "$lib" "$rd$lib"
@@ -193,7 +195,8 @@ if [ -n "${release:-}" ]; then
     mkdir -p "$rd/boot"
     cp "$config" "$rd/boot/config-$release"
 fi
-copy_with_libs "$bin"
+# The guest runs it as sisreplay, whatever --bin named it.
+copy_with_libs "$bin" sisreplay
 copy_with_libs "$(command -v hackbench)"
 copy_with_libs "$(command -v perf)"
 # periodic TASKS SLEEP_MS RUN_MS: TASKS loops, each sleeping SLEEP_MS (a read timing out
