@@ -25,6 +25,8 @@ RIG = ROOT / "traces" / "rig"
 BASE = "sis-stats+noinline"
 AGREE_TARGET = 95.0
 COUNTER_TARGET = 2.0
+# The name's end of a capture taken while the host starved the guest of CPU time.
+STARVED = "-starved-tracefs"
 METRICS = [
     ("se_eff", "se_eff %"),
     ("dom_eff", "dom_eff %"),
@@ -72,7 +74,7 @@ def main():
         model = f["as_kernel"]
         replayed = run(binary, "replay", b, "--policy", model, "--json")
         modelled = next(p for p in replayed["policies"] if p["policy"] == model)
-        rows.append((kernel, b, f, modelled))
+        rows.append((kernel, b, f, modelled, replayed["observed"]))
 
     out = []
     w = out.append
@@ -86,7 +88,7 @@ def main():
     w(f"1. Agreement with the kernel's own choices (target >= {AGREE_TARGET:.0f} %; ! below)")
     w("")
     w(f"{'kernel':<32} {'trace':<31} {'model':<12} {'wakeups':>7} {'agree%':>7} {'prev%':>6} {'xLLC rec/pred':>13}")
-    for kernel, b, f, _ in rows:
+    for kernel, b, f, _, _ in rows:
         fid = f["fidelity"]
         n = max(fid["decisions"], 1)
         agree = 100.0 * fid["agree"] / n
@@ -97,13 +99,35 @@ def main():
             f"{agree:>6.2f}{mark} {100.0 * fid['always_prev'] / n:>6.2f} "
             f"{fid['recorded_cross_llc']:>6}/{fid['predicted_cross_llc']}"
         )
+    starved = [(k, b, obs) for k, b, _, _, obs in rows if b.name.endswith(STARVED)]
+    if starved:
+        w("")
+        w(f"Captures named *{STARVED} were taken while the host was saturated: under TCG each")
+        w("vCPU is a host thread, and a wakeup onto an idle vCPU waits for that thread to run.")
+        w("A ping-pong shows it (its wakees are woken onto idle vCPUs); a saturated hackbench")
+        w("hardly does (its wakees wait for busy CPUs either way). Each is kept beside a")
+        w("capture of the same kernel and workload on a quiet host:")
+        for k, b, obs in starved:
+            quiet = next(
+                (o for k2, b2, _, _, o in rows
+                 if k2 == k and b2.name == b.name.replace(STARVED, "-tracefs")),
+                None,
+            )
+            trace = b.name.removeprefix("rig-").removesuffix(STARVED)
+            def said(o):
+                lat = o["latency"]
+                return (f"{o['wakeups']} wakeups, waking-to-running p50 "
+                        f"{lat['p50'] / 1e3:.1f} us, p99 {lat['p99'] / 1e6:.1f} ms")
+            w(f"  {trace}: {said(obs)}")
+            if quiet:
+                w(f"  {' ' * len(trace)}  quiet: {said(quiet)}")
     w("")
     w("2. SIS counters: the model on the kernel's trace against the kernel's own counts")
     w(f"   (relative difference; target within {COUNTER_TARGET:.0f} %, ! beyond). The captures read")
     w("   /proc/schedstat while tracing was on, so both sides count the same wakeups.")
     w("")
     w(f"{'kernel':<32} {'trace':<31} {'search':>8} {'scanned':>8} {'failed':>8} {'scan/search':>11} {'se_eff':>13}")
-    for kernel, b, f, modelled in rows:
+    for kernel, b, f, modelled, _ in rows:
         measured = f.get("kernel_sis")
         trace = b.name.removeprefix("rig-").removesuffix("-tracefs")
         if not measured:
@@ -129,13 +153,13 @@ def main():
     w("")
     base = {
         (source_of(k)[0], b.parent.name, b.name): b
-        for k, b, _, _ in rows
+        for k, b, _, _, _ in rows
         if source_of(k)[1] == BASE
     }
     w(f"{'kernel':<32} {'trace':<31} {'model':<12} " + " ".join(f"{label:>17}" for _, label in METRICS))
-    for kernel, b, f, _ in rows:
+    for kernel, b, f, _, _ in rows:
         source, series = source_of(kernel)
-        if series == BASE or not f.get("kernel_sis"):
+        if series == BASE or not f.get("kernel_sis") or b.name.endswith(STARVED):
             continue
         trace = b.name.removeprefix("rig-").removesuffix("-tracefs")
         unpatched = base.get((source, b.parent.name, b.name))
