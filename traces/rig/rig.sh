@@ -7,7 +7,8 @@
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
 #                     [--settings sis_util_no_delay,no_limit_no_delay]
-#                     [--no-search-latency] [--timeout SECONDS] [--bin PATH]
+#                     [--no-search-latency | --probes duration|flags]
+#                     [--timeout SECONDS] [--bin PATH]
 #                     [--kernel NAME]
 #
 # --workloads takes any of: hackbench (4 groups, saturating the 8 CPUs of 2x4), pingpong
@@ -47,6 +48,8 @@ out=$top/traces/rig
 only_workloads=hackbench,pingpong
 only_settings=sis_util,no_limit,sis_prop
 search=1
+# --probes: the probe mode for every workload, instead of each one's own (below).
+probes=
 guest_timeout=1200
 bin=$top/target/release/sisreplay
 kernel=
@@ -67,7 +70,8 @@ settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "si
 # them after it has been stopped, and the loads stay bounded.
 #
 # The lighter loads, where the idle search itself decides, take the entry probe only, as
-# ping-pong does. Measured busy on the sis-stats kernel's 2x4 captures, the capture's own
+# ping-pong does (`--probes duration` arms the return probes too, and select_idle_cpu's
+# on a noinline kernel: periodic-12tasks ran with them on sis-stats+noinline). Measured busy on the sis-stats kernel's 2x4 captures, the capture's own
 # 2-7 % included (hackbench 86-91 %, pingpong 23-29 %): pingpong-1pair, -2pairs and
 # -3pairs 16-18, 20-25 and 23-31 %; hackbench-g1-f2 and -g2-f2, one and two groups of 2
 # fds (4 and 8 tasks; one group of the default 20 fds keeps the CPUs 98 % busy), 30-40
@@ -98,6 +102,7 @@ while [ $# -gt 0 ]; do
         --workloads) only_workloads=$2; shift ;;
         --settings) only_settings=$2; shift ;;
         --no-search-latency) search=0 ;;
+        --probes) probes=$2; shift ;;
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
@@ -106,6 +111,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+case $probes in
+    ""|duration|flags) ;;
+    *) echo "rig.sh: --probes takes duration or flags, not $probes" >&2; exit 2 ;;
+esac
 for w in ${only_workloads//,/ }; do
     printf '%s\n' "${workloads[@]%%:*}" | grep -qx -- "$w" ||
         { echo "rig.sh: unknown workload $w ($(printf '%s\n' "${workloads[@]%%:*}" | paste -sd ' '))" >&2; exit 2; }
@@ -263,7 +272,7 @@ done
             for b in $backends; do
                 bundle=rig-$topology-$wname-$name-$b
                 probe_arg=""
-                [ "$search" = 1 ] && probe_arg="--search-latency $probe"
+                [ "$search" = 1 ] && probe_arg="--search-latency ${probes:-$probe}"
                 # The features the setting turns on; it is skipped if the kernel lacks one.
                 on=$(for f in $feats; do [[ $f == NO_* ]] || echo "$f"; done | tr '\n' ' ')
                 [ -z "$on" ] || echo "if $(for f in $on; do echo -n "has $f && "; done | sed 's/ && $//'); then"
