@@ -204,6 +204,72 @@ pub struct Decision {
     pub recorded: u32,
     /// Activated through the IPI wakelist (recorded on the target later).
     pub ipi: bool,
+    /// What the kernel's select_idle_cpu returned, when probed: Some(None) where it was
+    /// not called.
+    pub kernel_idle_scan: Option<Option<i32>>,
+}
+
+/// select_idle_cpu, wakeup by wakeup: the kernel's calls and returns, from the probes of
+/// a noinline kernel, against the model's search on the same wakeups. Where the counts
+/// and their totals agree but these do not, the model finds idle CPUs on other
+/// wakeups than the kernel did (a budget off by one, a CPU idle to one and not the
+/// other).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct IdleScanAgreement {
+    /// Replayed wakeups whose select_idle_cpu the trace shows or rules out.
+    pub wakeups: u64,
+    /// Of those, where the kernel called select_idle_cpu.
+    pub kernel_calls: u64,
+    /// Where the model's search reached it (its idle-core or idle-CPU scan, or a
+    /// budget that ended it at once).
+    pub model_calls: u64,
+    /// Where both called it.
+    pub both_called: u64,
+    /// Of `both_called`, where both found an idle CPU.
+    pub both_found: u64,
+    /// ... and found the same one.
+    pub same_cpu: u64,
+    /// Where the kernel found one and the model's search failed.
+    pub kernel_alone_found: u64,
+    /// Where the model found one and the kernel's search failed.
+    pub model_alone_found: u64,
+}
+
+impl IdleScanAgreement {
+    fn note(&mut self, d: &Decision) {
+        let Some(kernel) = d.kernel_idle_scan else {
+            return;
+        };
+        let model_called = matches!(d.path, Path::Core | Path::Cpu | Path::Failed);
+        let model_found = matches!(d.path, Path::Core | Path::Cpu);
+        self.wakeups += 1;
+        self.kernel_calls += kernel.is_some() as u64;
+        self.model_calls += model_called as u64;
+        let Some(ret) = kernel.filter(|_| model_called) else {
+            return;
+        };
+        self.both_called += 1;
+        match (ret >= 0, model_found) {
+            (true, true) => {
+                self.both_found += 1;
+                self.same_cpu += (ret as u32 == d.predicted) as u64;
+            }
+            (true, false) => self.kernel_alone_found += 1,
+            (false, true) => self.model_alone_found += 1,
+            (false, false) => {}
+        }
+    }
+
+    fn merge(&mut self, o: &IdleScanAgreement) {
+        self.wakeups += o.wakeups;
+        self.kernel_calls += o.kernel_calls;
+        self.model_calls += o.model_calls;
+        self.both_called += o.both_called;
+        self.both_found += o.both_found;
+        self.same_cpu += o.same_cpu;
+        self.kernel_alone_found += o.kernel_alone_found;
+        self.model_alone_found += o.model_alone_found;
+    }
 }
 
 /// What the machine state needed mending while the trace was replayed.
@@ -250,6 +316,8 @@ pub struct Fidelity {
     pub by_decile: Vec<(u64, u64)>,
     /// What the reconstructed machine state needed mending over the trace.
     pub repairs: StateRepairs,
+    /// select_idle_cpu wakeup by wakeup, where the trace probes it.
+    pub idle_scan: IdleScanAgreement,
     #[serde(skip)]
     buckets: Vec<(u64, u64)>,
     #[serde(skip)]
@@ -288,6 +356,7 @@ impl Fidelity {
         self.predicted_cross_llc += !topo.share_cache(d.predicted, d.prev) as u64;
         self.always_prev += (d.recorded == d.prev) as u64;
         self.always_waker += (d.recorded == d.waker_cpu) as u64;
+        self.idle_scan.note(d);
         self.note_time(d.now_ns, agree);
     }
 
@@ -319,6 +388,7 @@ impl Fidelity {
         self.predicted_cross_llc += later.predicted_cross_llc;
         self.always_prev += later.always_prev;
         self.always_waker += later.always_waker;
+        self.idle_scan.merge(&later.idle_scan);
         for (now, agree) in later.times.unwrap_or_default() {
             self.note_time(now, agree);
         }
@@ -482,6 +552,9 @@ pub struct Replayed {
     pub span_idle: bool,
     /// The fine window the wakeup falls in.
     pub slot: Slot,
+    /// What the kernel's select_idle_cpu returned for this wakeup, when the trace probes
+    /// it (see [`IdleScanAgreement`]).
+    pub kernel_idle_scan: Option<Option<i32>>,
 }
 
 /// What a decision did to the machine beyond its own counts.
@@ -533,6 +606,7 @@ impl PolicyMetrics {
                     predicted: d.cpu,
                     recorded: w.recorded_cpu,
                     ipi: w.ipi,
+                    kernel_idle_scan: w.kernel_idle_scan,
                 },
                 topo,
             );
@@ -572,6 +646,48 @@ impl PolicyMetrics {
 
 #[cfg(test)]
 mod tests {
+
+    /// The kernel's select_idle_cpu return against the model's path, one wakeup each.
+    #[test]
+    fn idle_scans_are_paired_wakeup_by_wakeup() {
+        let decision = |path, predicted, kernel| Decision {
+            now_ns: 0,
+            path,
+            stage: "wake_affine_idle",
+            prev: 0,
+            waker_cpu: 0,
+            predicted,
+            recorded: predicted,
+            ipi: false,
+            kernel_idle_scan: kernel,
+        };
+        let mut a = IdleScanAgreement::default();
+        for d in [
+            decision(Path::Cpu, 3, Some(Some(3))), // both found, the same CPU
+            decision(Path::Cpu, 2, Some(Some(3))), // both found, another CPU
+            decision(Path::Failed, 0, Some(Some(1))), // the kernel alone found
+            decision(Path::Core, 2, Some(Some(-1))), // the model alone found
+            decision(Path::Failed, 0, Some(Some(-1))), // neither
+            decision(Path::Target, 0, Some(Some(2))), // the model did not search
+            decision(Path::Cpu, 2, Some(None)),    // the kernel did not call it
+            decision(Path::Cpu, 2, None),          // not probed: not counted
+        ] {
+            a.note(&d);
+        }
+        assert_eq!(
+            (a.wakeups, a.kernel_calls, a.model_calls, a.both_called),
+            (7, 6, 6, 5)
+        );
+        assert_eq!(
+            (
+                a.both_found,
+                a.same_cpu,
+                a.kernel_alone_found,
+                a.model_alone_found
+            ),
+            (2, 1, 1, 1)
+        );
+    }
     use super::*;
 
     #[test]
@@ -613,6 +729,7 @@ mod tests {
                 predicted: if i < 50 { 1 } else { 0 },
                 recorded: 1,
                 ipi: false,
+                kernel_idle_scan: None,
             };
             f.note(&d, &topo);
         }

@@ -149,6 +149,29 @@ impl Lookahead {
         }
     }
 
+    /// What select_idle_cpu returned in the selection that follows a sched_waking (just
+    /// popped) on `cpu`, from the probes of a noinline kernel: Some(the idle CPU, or -1)
+    /// when it was called, None when the CPU's selection ended, or it went on to another
+    /// waking or switch, without calling it (or the window ends first).
+    pub fn idle_scan(&self, cpu: u32, since: u64) -> Option<i32> {
+        let limit = since.saturating_add(OUTCOME_HORIZON_NS);
+        let mut entered = false;
+        for e in self.events.iter().filter(|e| e.cpu == cpu) {
+            if e.ts > limit {
+                return None;
+            }
+            match e.kind {
+                EventKind::IdleScanEnter { .. } => entered = true,
+                EventKind::IdleScanExit { cpu } if entered => return Some(cpu),
+                EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectExit { .. } => {
+                    return None
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Ok with what the events from index `from` on say of the selection on `cpu` after
     /// the waking at `since`; Err with the entry's time and wake flags, if one was seen,
     /// while the window does not yet tell.
@@ -207,7 +230,7 @@ impl Lookahead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::event::build::{switch, wakeup, waking};
+    use crate::trace::event::build::{select_enter, switch, wakeup, waking};
 
     /// Pops the front event, which has to be ready.
     fn take(l: &mut Lookahead) -> Event {
@@ -270,5 +293,43 @@ mod tests {
         l.push(wakeup(101 + OUTCOME_HORIZON_NS, 2, 10, 5, 2));
         take(&mut l);
         assert_eq!(l.outcome(5, 100), None);
+    }
+
+    fn at(ts: u64, cpu: u32, kind: EventKind) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: 0,
+            kind,
+        }
+    }
+
+    /// select_idle_cpu's return is read from the waker's CPU, inside its selection;
+    /// another CPU's probes and a selection that ends without a call give none.
+    #[test]
+    fn the_idle_scan_of_a_selection_is_read_from_its_own_cpu() {
+        let mut l = Lookahead::default();
+        l.push(waking(100, 0, 10, 5, 0));
+        l.push(select_enter(110, 0, 0, 0x18));
+        l.push(at(115, 1, EventKind::IdleScanEnter { target: 1 }));
+        l.push(at(118, 1, EventKind::IdleScanExit { cpu: -1 }));
+        l.push(at(120, 0, EventKind::IdleScanEnter { target: 0 }));
+        l.push(at(130, 0, EventKind::IdleScanExit { cpu: 3 }));
+        l.push(at(140, 0, EventKind::SelectExit { cpu: 3 }));
+        l.push(wakeup(150, 3, 10, 5, 3));
+        take(&mut l);
+        assert_eq!(l.idle_scan(0, 100), Some(3));
+        assert_eq!(l.idle_scan(2, 100), None);
+
+        let mut l = Lookahead::default();
+        l.push(waking(100, 0, 10, 5, 0));
+        l.push(select_enter(110, 0, 0, 0x18));
+        l.push(at(140, 0, EventKind::SelectExit { cpu: 0 }));
+        // The next selection's scan is not this one's.
+        l.push(at(200, 0, EventKind::IdleScanEnter { target: 0 }));
+        l.push(at(210, 0, EventKind::IdleScanExit { cpu: 2 }));
+        l.push(wakeup(220, 0, 10, 5, 0));
+        take(&mut l);
+        assert_eq!(l.idle_scan(0, 100), None);
     }
 }

@@ -343,6 +343,7 @@ fn setup(
         specs,
         topology_assumed: meta.is_none_or(|m| m.topology_assumed),
         probes: meta.is_some_and(|m| m.counts.contains_key("select_task_rq_enter")),
+        idle_scan_probes: meta.is_some_and(|m| m.counts.contains_key("select_idle_cpu_enter")),
         irq_pressure: meta.and_then(|m| m.irq_time_accounting) != Some(false),
     })
 }

@@ -38,6 +38,8 @@ pub struct Setup {
     pub topology_assumed: bool,
     /// The trace is known to carry the select_task_rq_fair probes.
     pub probes: bool,
+    /// The trace is known to carry select_idle_cpu's probes (a noinline kernel).
+    pub idle_scan_probes: bool,
     /// Interrupts take CPU capacity (avg_irq), unless the kernel is known not to keep it.
     pub irq_pressure: bool,
 }
@@ -138,6 +140,9 @@ struct Search {
     out: Outcome,
     /// How long the kernel's select_task_rq_fair took, from the probes.
     probe_ns: Option<u64>,
+    /// What the kernel's select_idle_cpu returned, when the trace probes it: Some(None)
+    /// where the kernel did not call it.
+    idle_scan: Option<Option<i32>>,
     /// The sched_waking was in the counted stretch.
     counted: bool,
 }
@@ -161,6 +166,8 @@ pub struct Replayer<'o> {
     fit: Samples,
     /// Set once a probe event is seen: from then on a waking without one selected nothing.
     probes: bool,
+    /// The trace probes select_idle_cpu: each search's return is compared.
+    idle_scan_probes: bool,
     /// Replayed wakeups whose task has not run since.
     latencies: Latencies,
     first_seen: Option<u64>,
@@ -242,6 +249,7 @@ impl<'o> Replayer<'o> {
             tally: Tally::default(),
             fit: Samples::default(),
             probes: setup.probes,
+            idle_scan_probes: setup.idle_scan_probes,
             latencies: Latencies::default(),
             first_seen: None,
             last_seen: 0,
@@ -602,6 +610,8 @@ impl<'o> Replayer<'o> {
             waking_ns: now,
             out,
             probe_ns: selection.and_then(|s| s.duration_ns),
+            idle_scan: (self.idle_scan_probes && selection.is_some())
+                .then(|| self.lookahead.idle_scan(waker_cpu, now)),
             counted: self.counting,
         };
         if search.waking.now > now {
@@ -636,6 +646,7 @@ impl<'o> Replayer<'o> {
             waking_ns,
             out,
             probe_ns,
+            idle_scan,
             counted,
         } = search;
         let (now, waker_cpu, pid, prev) = (waking.now, waking.waker_cpu, waking.wakee, waking.prev);
@@ -659,6 +670,7 @@ impl<'o> Replayer<'o> {
             affine_stage: chosen.stage,
             span_idle,
             slot,
+            kernel_idle_scan: idle_scan,
         };
         let mut clears_idle_cores = false;
         let mut search_ns = 0;
@@ -815,6 +827,7 @@ mod tests {
             specs: vec![PolicySpec::parse("no_limit").unwrap()],
             topology_assumed: false,
             probes: true,
+            idle_scan_probes: false,
             irq_pressure: true,
         };
         let mut seen = Seen::default();

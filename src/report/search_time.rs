@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::metrics::calibration::Fit;
-use crate::metrics::Log2Hist;
+use crate::metrics::{IdleScanAgreement, Log2Hist};
 use crate::replay::ReplayResult;
 
 /// A fit of the measured time to the runqueues probed explains too little below this
@@ -150,8 +150,33 @@ pub fn idle_scan_sentence(replay: &ReplayResult) -> Option<String> {
         if scans > 0 {
             s += &format!(" (p50 {} ns, p99 {} ns)", at(0.5), at(0.99));
         }
+        if let Some(a) = p.fidelity.as_ref().map(|f| &f.idle_scan) {
+            s += &per_wakeup_clause(a);
+        }
     }
     Some(s)
+}
+
+/// The kernel's select_idle_cpu against the model's, wakeup by wakeup ("" when the
+/// trace's wakeups could not be paired with its calls).
+fn per_wakeup_clause(a: &IdleScanAgreement) -> String {
+    if a.both_called == 0 {
+        return String::new();
+    }
+    let alike = a.both_called - a.kernel_alone_found - a.model_alone_found;
+    format!(
+        "; wakeup by wakeup, both called it on {} of the kernel's {} calls (the model \
+         alone on {}) and found an idle CPU alike on {:.1} % of those (the kernel alone \
+         {}, the model alone {}; the same CPU on {} of the {} both found)",
+        a.both_called,
+        a.kernel_calls,
+        a.model_calls - a.both_called,
+        100.0 * alike as f64 / a.both_called as f64,
+        a.kernel_alone_found,
+        a.model_alone_found,
+        a.same_cpu,
+        a.both_found
+    )
 }
 
 #[cfg(test)]
