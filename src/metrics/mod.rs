@@ -646,6 +646,7 @@ impl PolicyMetrics {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// The kernel's select_idle_cpu return against the model's path, one wakeup each.
     #[test]
@@ -688,7 +689,6 @@ mod tests {
             (2, 1, 1, 1)
         );
     }
-    use super::*;
 
     #[test]
     fn derived_percentages_both_ways() {

@@ -107,9 +107,13 @@ impl Lookahead {
         let e = self.events.pop_front()?;
         self.popped += 1;
         if let Some(pid) = marked_pid(&e) {
-            // An emptied queue stays: the task's next waking reuses it.
             if let Some(marks) = self.marks.get_mut(&pid) {
                 marks.pop_front();
+                // Emptied: dropped, so the map holds the tasks in the window, not every
+                // task the trace ever woke.
+                if marks.is_empty() {
+                    self.marks.remove(&pid);
+                }
             }
         }
         Some(e)
@@ -152,10 +156,12 @@ impl Lookahead {
     /// What select_idle_cpu returned in the selection that follows a sched_waking (just
     /// popped) on `cpu`, from the probes of a noinline kernel: Some(the idle CPU, or -1)
     /// when it was called, None when the CPU's selection ended, or it went on to another
-    /// waking or switch, without calling it (or the window ends first).
+    /// waking, selection or switch, without calling it (or its return is not in the
+    /// window: a lost event, counted as no call).
     pub fn idle_scan(&self, cpu: u32, since: u64) -> Option<i32> {
         let limit = since.saturating_add(OUTCOME_HORIZON_NS);
         let mut entered = false;
+        let mut selections = 0;
         for e in self.events.iter().filter(|e| e.cpu == cpu) {
             if e.ts > limit {
                 return None;
@@ -165,6 +171,13 @@ impl Lookahead {
                 EventKind::IdleScanExit { cpu } if entered => return Some(cpu),
                 EventKind::Waking(_) | EventKind::Switch { .. } | EventKind::SelectExit { .. } => {
                     return None
+                }
+                // A second selection's entry: this one ended unseen.
+                EventKind::SelectEnter { .. } => {
+                    selections += 1;
+                    if selections > 1 {
+                        return None;
+                    }
                 }
                 _ => {}
             }
@@ -331,5 +344,23 @@ mod tests {
         l.push(wakeup(220, 0, 10, 5, 0));
         take(&mut l);
         assert_eq!(l.idle_scan(0, 100), None);
+    }
+
+    /// On a trace with probes, a waking also waits for its selection's return on its
+    /// own CPU, though its wakeup is in.
+    #[test]
+    fn with_probes_a_waking_waits_for_its_selection() {
+        let mut l = Lookahead::default();
+        l.expect_probes();
+        l.push(waking(100, 0, 10, 5, 0));
+        l.push(select_enter(110, 0, 0, 0x18));
+        l.push(wakeup(130, 2, 10, 5, 2));
+        assert!(!l.ready(), "the selection's return is not in");
+        l.push(at(140, 1, EventKind::SelectExit { cpu: 1 }));
+        assert!(!l.ready(), "another CPU's return is not this selection's");
+        l.push(at(150, 0, EventKind::SelectExit { cpu: 2 }));
+        take(&mut l);
+        let sel = l.selection(0, 100).expect("a selection");
+        assert_eq!((sel.entered_ns, sel.duration_ns), (110, Some(40)));
     }
 }

@@ -338,8 +338,8 @@ impl<'o> Replayer<'o> {
         }
     }
 
-    /// Takes the next events of the trace (time order), and replays those whose horizon
-    /// they complete.
+    /// Takes the next events of the trace (time order), and replays those that are ready:
+    /// a sched_waking once what follows tells its outcome, anything else at once.
     pub fn push(&mut self, events: impl IntoIterator<Item = Event>) -> Result<(), ReplayError> {
         for e in events {
             if !self.probes && matches!(e.kind, EventKind::SelectEnter { .. }) {

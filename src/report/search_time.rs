@@ -166,7 +166,7 @@ fn per_wakeup_clause(a: &IdleScanAgreement) -> String {
     let alike = a.both_called - a.kernel_alone_found - a.model_alone_found;
     format!(
         "; wakeup by wakeup, both called it on {} of the kernel's {} calls (the model \
-         alone on {}) and found an idle CPU alike on {:.1} % of those (the kernel alone \
+         called it alone on {}) and found an idle CPU alike on {:.1} % of those (the kernel alone \
          {}, the model alone {}; the same CPU on {} of the {} both found)",
         a.both_called,
         a.kernel_calls,

@@ -7,7 +7,7 @@
 #                     [--backend tracefs|perf|both] [--seconds N] [--out DIR]
 #                     [--workloads hackbench,pingpong] [--settings sis_util,no_limit,sis_prop]
 #                     [--settings sis_util_no_delay,no_limit_no_delay]
-#                     [--no-search-latency | --probes duration|flags]
+#                     [--no-search-latency | --probes duration|flags] [--tag TAG]
 #                     [--timeout SECONDS] [--bin PATH]
 #                     [--kernel NAME]
 #
@@ -50,6 +50,9 @@ only_settings=sis_util,no_limit,sis_prop
 search=1
 # --probes: the probe mode for every workload, instead of each one's own (below).
 probes=
+# --tag: added to every bundle's name (rig-TOPOLOGY-WORKLOAD-SETTING-TAG-BACKEND), so a
+# run unlike the usual (other probes, a loaded host) does not replace the usual bundles.
+tag=
 guest_timeout=1200
 bin=$top/target/release/sisreplay
 kernel=
@@ -70,15 +73,16 @@ settings=("sis_util:SIS_UTIL NO_SIS_PROP" "no_limit:NO_SIS_UTIL NO_SIS_PROP" "si
 # them after it has been stopped, and the loads stay bounded.
 #
 # The lighter loads, where the idle search itself decides, take the entry probe only, as
-# ping-pong does (`--probes duration` arms the return probes too, and select_idle_cpu's
-# on a noinline kernel: periodic-12tasks ran with them on sis-stats+noinline). Measured busy on the sis-stats kernel's 2x4 captures, the capture's own
-# 2-7 % included (hackbench 86-91 %, pingpong 23-29 %): pingpong-1pair, -2pairs and
-# -3pairs 16-18, 20-25 and 23-31 %; hackbench-g1-f2 and -g2-f2, one and two groups of 2
-# fds (4 and 8 tasks; one group of the default 20 fds keeps the CPUs 98 % busy), 30-40
-# and 63-70 %; periodic-Ntasks, N tasks that each sleep 2 ms and run 2 ms (`periodic`,
-# below) like schbench's workers, 24-25, 41-45, 54-57 and 60-67 % for N = 4, 8, 12, 16
-# (under TCG a task ran about 5 ms at a time and woke every 12 ms, in the traces). Each
-# outlasts the capture, which stops it.
+# ping-pong does (`--probes duration` arms the return probes too, and select_idle_cpu's on
+# a noinline kernel: periodic-12tasks ran with them on sis-stats+noinline, tagged
+# idle-scan; not for ping-pong, which they hang). Measured busy on the sis-stats kernel's
+# 2x4 captures, the capture's own 2-7 % included (hackbench 86-91 %, pingpong 23-29 %):
+# pingpong-1pair, -2pairs and -3pairs 16-18, 20-25 and 23-31 %; hackbench-g1-f2 and
+# -g2-f2, one and two groups of 2 fds (4 and 8 tasks; one group of the default 20 fds
+# keeps the CPUs 98 % busy), 30-40 and 63-70 %; periodic-Ntasks, N tasks that each sleep 2
+# ms and run 2 ms (`periodic`, below) like schbench's workers, 24-25, 41-45, 54-57 and
+# 60-67 % for N = 4, 8, 12, 16 (under TCG a task ran about 5 ms at a time and woke every
+# 12 ms, in the traces). Each outlasts the capture, which stops it.
 pipes() { echo "sh -c 'for i in $(seq -s ' ' "$1"); do perf bench sched pipe -l 1000000 > /dev/null & done; wait'"; }
 workloads=("hackbench:duration:hackbench -g 4 -l 40"
            "pingpong:flags:sh -c 'for i in 1 2 3 4; do perf bench sched pipe -l 30000 > /dev/null & done; wait'"
@@ -103,6 +107,7 @@ while [ $# -gt 0 ]; do
         --settings) only_settings=$2; shift ;;
         --no-search-latency) search=0 ;;
         --probes) probes=$2; shift ;;
+        --tag) tag=$2; shift ;;
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
@@ -115,6 +120,9 @@ case $probes in
     ""|duration|flags) ;;
     *) echo "rig.sh: --probes takes duration or flags, not $probes" >&2; exit 2 ;;
 esac
+if [ -n "$probes" ] && [ "$search" = 0 ]; then
+    echo "rig.sh: --probes and --no-search-latency exclude each other" >&2; exit 2
+fi
 for w in ${only_workloads//,/ }; do
     printf '%s\n' "${workloads[@]%%:*}" | grep -qx -- "$w" ||
         { echo "rig.sh: unknown workload $w ($(printf '%s\n' "${workloads[@]%%:*}" | paste -sd ' '))" >&2; exit 2; }
@@ -270,7 +278,7 @@ done
             wname=${w%%:*}; rest=${w#*:}; probe=${rest%%:*}; wcmd=${rest#*:}
             [[ ",$only_workloads," == *",$wname,"* ]] || continue
             for b in $backends; do
-                bundle=rig-$topology-$wname-$name-$b
+                bundle=rig-$topology-$wname-$name${tag:+-$tag}-$b
                 probe_arg=""
                 [ "$search" = 1 ] && probe_arg="--search-latency ${probes:-$probe}"
                 # The features the setting turns on; it is skipped if the kernel lacks one.
