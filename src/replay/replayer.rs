@@ -166,7 +166,8 @@ pub struct Replayer<'o> {
     fit: Samples,
     /// Set once a probe event is seen: from then on a waking without one selected nothing.
     probes: bool,
-    /// The trace probes select_idle_cpu: each search's return is compared.
+    /// The trace probes select_idle_cpu (known from the bundle, or set once a probe is
+    /// seen): each search's return is compared.
     idle_scan_probes: bool,
     /// Replayed wakeups whose task has not run since.
     latencies: Latencies,
@@ -346,6 +347,8 @@ impl<'o> Replayer<'o> {
                 self.probes = true;
                 self.lookahead.expect_probes();
             }
+            // A trace without a bundle's counts says it probes select_idle_cpu here.
+            self.idle_scan_probes |= matches!(e.kind, EventKind::IdleScanEnter { .. });
             self.lookahead.push(e);
         }
         while self.lookahead.ready() {
