@@ -196,7 +196,7 @@ impl Balancer {
     pub fn tick(&mut self, m: &mut Machine, mut policies: Vec<&mut Box<dyn Policy>>, now: u64) {
         for gi in 0..self.groups.len() {
             if self.take_due(gi, now, &|c| m.is_idle(c)) {
-                self.balance(gi, m, &mut policies, now);
+                self.balance(gi, m, &mut policies, now, true);
             }
         }
         self.refresh_earliest();
@@ -210,28 +210,37 @@ impl Balancer {
         cpu: u32,
         now: u64,
     ) {
+        // run_rebalance_domains updates the blocked averages of its own CPU only
+        // (update_blocked_averages(this_cpu)), at every SCHED softirq; an SMT
+        // sibling's signal, and what its removed load still holds, stay as its own
+        // last update left them (a stalled vCPU's for tens of ms).
+        m.refresh(cpu, now);
         for gi in self.sched_softirq(cpu, now, |c| m.is_idle(c)) {
-            self.balance(gi, m, &mut policies, now);
+            let own = self.groups[gi].cpus.contains(&cpu);
+            self.balance(gi, m, &mut policies, now, !own);
         }
     }
 
     /// Group `gi` balances its LLC: it reads the LLC's utilisation and idle count and
-    /// every CPU's capload, and tells the policies.
+    /// every CPU's capload, and tells the policies. With `refresh`, the group's CPUs'
+    /// signals are brought up to date first: a balance on the modelled schedule, or one
+    /// run on behalf of idle CPUs (nohz, which updates each one's blocked averages).
     fn balance(
         &mut self,
         gi: usize,
         m: &mut Machine,
         policies: &mut [&mut Box<dyn Policy>],
         now: u64,
+        refresh: bool,
     ) {
         let llc = self.groups[gi].llc;
-        // run_rebalance_domains updates the blocked averages of the balancing CPU
-        // only (update_blocked_averages(this_cpu)); the others' signals are read as
-        // their last update left them, and so is what their removed load still
-        // holds.
+        // The other CPUs' signals are read as their last update left them, and so is
+        // what their removed load still holds.
         let (llc_id, cpus) = &self.llcs[llc];
-        for &c in &self.groups[gi].cpus {
-            m.refresh(c, now);
+        if refresh {
+            for &c in &self.groups[gi].cpus {
+                m.refresh(c, now);
+            }
         }
         let idle = cpus.iter().filter(|&&c| m.is_idle(c)).count() as u32;
         let seen = LlcBalance {
@@ -285,6 +294,41 @@ mod tests {
         assert!(m.cpus[0].avg.last_update_ns > 6 * MS - 1024);
         assert_eq!(m.cpus[1].removed.nr, 1);
         assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
+    }
+
+    /// On a trace with SCHED softirqs, the CPU that runs one brings its own signal up to
+    /// date, whether or not a balance is due, and not its SMT sibling's: CPUs 0 and 1
+    /// share a core, task 5 was pulled off CPU 1, whose removed load waits there.
+    #[test]
+    fn a_sched_softirq_updates_its_own_cpu_not_its_sibling() {
+        const MS: u64 = 1_000_000;
+        let mut topo = crate::topology::Topology::flat(2);
+        for c in &mut topo.cpus {
+            (c.core, c.smt_siblings) = (0, vec![0, 1]);
+        }
+        let mut m = Machine::new(Topo::new(&topo, 2));
+        for e in [
+            switch(0, 1, 0, 0, 5),
+            switch(3 * MS, 1, 5, 1, 6),
+            switch(0, 0, 0, 0, 7),
+            waking(4 * MS, 0, 7, 5, 1),
+            migrate(4 * MS, 0, 5, 1, 0),
+            wakeup(4 * MS, 0, 7, 5, 0),
+        ] {
+            m.apply(&e);
+        }
+        let mut b = Balancer::new(&m);
+        // The core's first sight: no balance due, yet CPU 0 is updated.
+        b.softirq(&mut m, Vec::new(), 0, 5 * MS);
+        assert!(m.cpus[0].avg.last_update_ns > 5 * MS - 1024);
+        // Due (an LLC of 2: 2 ms while idle, and CPU 1 is): the core balances.
+        b.softirq(&mut m, Vec::new(), 0, 8 * MS);
+        assert!(m.cpus[0].avg.last_update_ns > 8 * MS - 1024);
+        assert_eq!(m.cpus[1].removed.nr, 1);
+        assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
+        // CPU 1's own softirq takes its removed load off.
+        b.softirq(&mut m, Vec::new(), 1, 9 * MS);
+        assert_eq!(m.cpus[1].removed.nr, 0);
     }
 
     /// A trace with SCHED softirqs says when balances run: the CPU's own group when due,
