@@ -211,12 +211,14 @@ impl Balancer {
         now: u64,
     ) {
         // run_rebalance_domains updates the blocked averages of its own CPU only
-        // (update_blocked_averages(this_cpu)), at every SCHED softirq; an SMT
-        // sibling's signal, and what its removed load still holds, stay as its own
-        // last update left them (a stalled vCPU's for tens of ms).
-        m.refresh(cpu, now);
+        // (update_blocked_averages(this_cpu)); an SMT sibling's signal, and what its
+        // removed load still holds, stay as its own last update left them (a stalled
+        // vCPU's for tens of ms).
         for gi in self.sched_softirq(cpu, now, |c| m.is_idle(c)) {
             let own = self.groups[gi].cpus.contains(&cpu);
+            if own {
+                m.refresh(cpu, now);
+            }
             self.balance(gi, m, &mut policies, now, !own);
         }
     }
@@ -297,8 +299,8 @@ mod tests {
     }
 
     /// On a trace with SCHED softirqs, the CPU that runs one brings its own signal up to
-    /// date, whether or not a balance is due, and not its SMT sibling's: CPUs 0 and 1
-    /// share a core, task 5 was pulled off CPU 1, whose removed load waits there.
+    /// date, not its SMT sibling's: CPUs 0 and 1 share a core, task 5 was pulled off CPU
+    /// 1, whose removed load waits there.
     #[test]
     fn a_sched_softirq_updates_its_own_cpu_not_its_sibling() {
         const MS: u64 = 1_000_000;
@@ -318,16 +320,18 @@ mod tests {
             m.apply(&e);
         }
         let mut b = Balancer::new(&m);
-        // The core's first sight: no balance due, yet CPU 0 is updated.
+        // The core's first sight: no balance due.
         b.softirq(&mut m, Vec::new(), 0, 5 * MS);
-        assert!(m.cpus[0].avg.last_update_ns > 5 * MS - 1024);
-        // Due (an LLC of 2: 2 ms while idle, and CPU 1 is): the core balances.
+        // Due (an LLC of 2: 2 ms on): the core balances, and as both its CPUs are busy,
+        // next 16 times that later.
         b.softirq(&mut m, Vec::new(), 0, 8 * MS);
         assert!(m.cpus[0].avg.last_update_ns > 8 * MS - 1024);
         assert_eq!(m.cpus[1].removed.nr, 1);
         assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
-        // CPU 1's own softirq takes its removed load off.
-        b.softirq(&mut m, Vec::new(), 1, 9 * MS);
+        // CPU 1's own softirq, the core's balance due again, takes its removed load off.
+        b.softirq(&mut m, Vec::new(), 1, 39 * MS);
+        assert_eq!(m.cpus[1].removed.nr, 1);
+        b.softirq(&mut m, Vec::new(), 1, 40 * MS);
         assert_eq!(m.cpus[1].removed.nr, 0);
     }
 
