@@ -4,9 +4,10 @@
 //! the group has an idle CPU, busy_factor 16 times that when it has none. So an LLC of G
 //! cores sees G updates per interval, not one. Each update reads the LLC's utilisation
 //! and idle count (what SIS_UTIL's update_idle_cpu_scan reads) and, with
-//! update_cpu_capacity, every CPU's capload (what CAS reads). Only the balancing
-//! group's own CPUs have their PELT signals brought up to date first, as
-//! run_rebalance_domains does for its CPU; the rest of the LLC is read as it stands.
+//! update_cpu_capacity, every CPU's capload (what CAS reads). Only the balancing CPU's
+//! PELT signal is brought up to date first, as run_rebalance_domains does (on the
+//! modelled schedule, which does not say which CPU of the group runs it, the group's;
+//! on behalf of idle CPUs, each of theirs); the rest of the LLC is read as it stands.
 //! Shared by decision replay and the simulator, so a policy's state evolves the same
 //! way in both.
 //!
@@ -210,10 +211,10 @@ impl Balancer {
         cpu: u32,
         now: u64,
     ) {
-        // run_rebalance_domains updates the blocked averages of its own CPU only
-        // (update_blocked_averages(this_cpu)); an SMT sibling's signal, and what its
-        // removed load still holds, stay as its own last update left them (a stalled
-        // vCPU's for tens of ms).
+        // A due balance of its own group: run_rebalance_domains updates the blocked
+        // averages of its own CPU only (update_blocked_averages(this_cpu)); an SMT
+        // sibling's signal, and what its removed load still holds, stay as its own
+        // last update left them (a stalled vCPU's for tens of ms).
         for gi in self.sched_softirq(cpu, now, |c| m.is_idle(c)) {
             let own = self.groups[gi].cpus.contains(&cpu);
             if own {
