@@ -271,13 +271,12 @@ mod tests {
     use crate::state::Topo;
     use crate::trace::event::build::{migrate, switch, wakeup, waking};
 
-    /// Task 5 slept on CPU 1 and was pulled to CPU 0 by a wakeup: CPU 1 holds its load
-    /// as removed. CPU 0's group balances first (its phase comes first); that brings CPU
-    /// 0's signal up to date, not CPU 1's, whose removed load waits for its own update.
-    #[test]
-    fn a_balance_updates_its_own_cpus_only() {
-        const MS: u64 = 1_000_000;
-        let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(2), 2));
+    const MS: u64 = 1_000_000;
+
+    /// Two CPUs of `topo`: task 5 slept on CPU 1 and was pulled to CPU 0 by task 7's
+    /// wakeup at 4 ms, so CPU 1 holds its load as removed; task 6 runs on CPU 1.
+    fn pulled_off_cpu_1(topo: &crate::topology::Topology) -> Machine {
+        let mut m = Machine::new(Topo::new(topo, 2));
         for e in [
             switch(0, 1, 0, 0, 5),
             switch(3 * MS, 1, 5, 1, 6),
@@ -288,6 +287,14 @@ mod tests {
         ] {
             m.apply(&e);
         }
+        m
+    }
+
+    /// CPU 0's group balances first (its phase comes first); that brings CPU 0's signal
+    /// up to date, not CPU 1's, whose removed load waits for its own update.
+    #[test]
+    fn a_balance_updates_its_own_cpus_only() {
+        let mut m = pulled_off_cpu_1(&crate::topology::Topology::flat(2));
         assert_eq!(m.cpus[1].removed.nr, 1);
         let mut b = Balancer::new(&m);
         b.tick(&mut m, Vec::new(), 4 * MS);
@@ -300,26 +307,15 @@ mod tests {
     }
 
     /// On a trace with SCHED softirqs, the CPU that runs one brings its own signal up to
-    /// date, not its SMT sibling's: CPUs 0 and 1 share a core, task 5 was pulled off CPU
-    /// 1, whose removed load waits there.
+    /// date, not its SMT sibling's: CPUs 0 and 1 share a core, and CPU 1's removed load
+    /// waits there.
     #[test]
     fn a_sched_softirq_updates_its_own_cpu_not_its_sibling() {
-        const MS: u64 = 1_000_000;
         let mut topo = crate::topology::Topology::flat(2);
         for c in &mut topo.cpus {
             (c.core, c.smt_siblings) = (0, vec![0, 1]);
         }
-        let mut m = Machine::new(Topo::new(&topo, 2));
-        for e in [
-            switch(0, 1, 0, 0, 5),
-            switch(3 * MS, 1, 5, 1, 6),
-            switch(0, 0, 0, 0, 7),
-            waking(4 * MS, 0, 7, 5, 1),
-            migrate(4 * MS, 0, 5, 1, 0),
-            wakeup(4 * MS, 0, 7, 5, 0),
-        ] {
-            m.apply(&e);
-        }
+        let mut m = pulled_off_cpu_1(&topo);
         let mut b = Balancer::new(&m);
         // The core's first sight: no balance due.
         b.softirq(&mut m, Vec::new(), 0, 5 * MS);
@@ -342,7 +338,6 @@ mod tests {
     /// 0, 16, 32 and 48 ms; CPUs 0 and 1 busy, 2 and 3 idle.
     #[test]
     fn the_traces_sched_softirqs_run_the_balances() {
-        const MS: u64 = 1_000_000;
         let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(4), 4));
         for e in [switch(0, 0, 0, 0, 10), switch(0, 1, 0, 0, 11)] {
             m.apply(&e);
