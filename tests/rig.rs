@@ -198,6 +198,19 @@ fn hackbench_flips_before_the_trace_are_fitted() {
     assert!(best_unaged < 94.0, "{aged}");
 }
 
+/// `fidelity --json` of bundle `b`: its row, the age of the last halving fitted (ns), and
+/// the agreement with the kernel (%).
+fn fitted_age(b: &Path) -> (serde_json::Value, u64, f64) {
+    let (code, out, err) = common::run_cli(&["fidelity", "--json", b.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = v[0].clone();
+    let age = row["flips_before_trace"]["halved_ago_ns"].as_u64().unwrap();
+    let f = &row["fidelity"];
+    let agree = 100.0 * f["agree"].as_f64().unwrap() / f["decisions"].as_f64().unwrap();
+    (row, age, agree)
+}
+
 /// On the kernel with CAS (run under SIS_UTIL's budget), hackbench agrees at most 86 %
 /// whatever the flips before the trace, each halved as its task is first seen: the
 /// capture process, which launched hackbench, halved its flips shortly before the trace,
@@ -207,21 +220,18 @@ fn hackbench_flips_before_the_trace_are_fitted() {
 /// against 1914; 923 with the count alone).
 #[test]
 fn the_age_of_the_last_halving_is_fitted_too() {
-    let b = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/rig/kernel-sis-stats+noinline+cas/2x4/rig-2x4-hackbench-sis_util-tracefs");
-    let (code, out, err) = common::run_cli(&["fidelity", "--json", b.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let (row, fit) = (&v[0], &v[0]["flips_fit"]);
-    let age = row["flips_before_trace"]["halved_ago_ns"].as_u64().unwrap();
+    let (row, age, agree) = fitted_age(&rig(
+        "kernel-sis-stats+noinline+cas/2x4",
+        "rig-2x4-hackbench-sis_util-tracefs",
+    ));
+    let fit = &row["flips_fit"];
     assert!((1..1_000_000_000).contains(&age), "{fit}");
     for a in fit["agreement"].as_array().unwrap() {
         assert!(a[1].as_f64().unwrap() < 86.0, "halved as first seen: {a}");
     }
+    assert!(agree >= 95.0, "{agree:.2} %: {fit}");
     let f = &row["fidelity"];
     let n = |k: &str| f[k].as_u64().unwrap() as f64;
-    let agree = 100.0 * n("agree") / n("decisions");
-    assert!(agree >= 95.0, "{agree:.2} %: {fit}");
     let xllc = n("predicted_cross_llc") / n("recorded_cross_llc");
     assert!((0.94..=1.06).contains(&xllc), "cross-LLC x{xllc:.3}");
 }
@@ -233,20 +243,14 @@ fn the_age_of_the_last_halving_is_fitted_too() {
 /// near one second find it.
 #[test]
 fn a_halving_just_after_the_trace_starts_is_found() {
-    let b = rig("2x4", "rig-2x4-hackbench-no_limit-heldout-tracefs");
-    let (code, out, err) = common::run_cli(&["fidelity", "--json", b.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let (row, fit) = (&v[0], &v[0]["flips_fit"]);
-    let age = row["flips_before_trace"]["halved_ago_ns"].as_u64().unwrap();
+    let (row, age, agree) = fitted_age(&rig("2x4", "rig-2x4-hackbench-no_limit-heldout-tracefs"));
+    let fit = &row["flips_fit"];
     assert!((980_000_000..1_000_000_000).contains(&age), "{fit}");
     for a in fit["age_agreement"].as_array().unwrap() {
         if a[0].as_u64().unwrap() % 50_000_000 == 0 {
             assert!(a[1].as_f64().unwrap() < 92.0, "50-ms grid: {a}");
         }
     }
-    let f = &row["fidelity"];
-    let agree = 100.0 * f["agree"].as_f64().unwrap() / f["decisions"].as_f64().unwrap();
     assert!(agree >= 94.5, "{agree:.2} %: {fit}");
 }
 

@@ -160,8 +160,7 @@ impl Lookahead {
     /// window: a lost event, counted as no call).
     pub fn idle_scan(&self, cpu: u32, since: u64) -> Option<i32> {
         let limit = since.saturating_add(OUTCOME_HORIZON_NS);
-        let mut entered = false;
-        let mut selections = 0;
+        let (mut entered, mut selected) = (false, false);
         for e in self.events.iter().filter(|e| e.cpu == cpu) {
             if e.ts > limit {
                 return None;
@@ -173,12 +172,8 @@ impl Lookahead {
                     return None
                 }
                 // A second selection's entry: this one ended unseen.
-                EventKind::SelectEnter { .. } => {
-                    selections += 1;
-                    if selections > 1 {
-                        return None;
-                    }
-                }
+                EventKind::SelectEnter { .. } if selected => return None,
+                EventKind::SelectEnter { .. } => selected = true,
                 _ => {}
             }
         }
