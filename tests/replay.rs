@@ -614,3 +614,58 @@ fn the_kernels_own_scans_are_timed_from_their_probes() {
     assert!(sisreplay::report::search_time::idle_scan_sentence(&r).is_none());
     assert!(!serde_json::to_string(&r).unwrap().contains("idle_scans"));
 }
+
+/// `--decisions` carries the target every policy's search started from, the step that
+/// chose it, and the flips wake_wide compared. An 8-CPU LLC: task 300 wakes 8 others
+/// (8 flips) and sleeps on CPU 1; task 100 on CPU 0 then wakes 62 others and 300 (63
+/// flips, under 8 · 8: affine), and, once 300 ran and slept again, one more and 300
+/// (65 flips: wake_wide, the search starts from prev, CPU 1).
+#[test]
+fn decisions_say_the_step_and_the_flips_wake_wide_compared() {
+    let ms = 1_000_000;
+    let sleep = |ts: u64, cpu: u32, pid: i32| {
+        let mut e = switch(ts, cpu, pid, 0);
+        if let EventKind::Switch { prev_state, .. } = &mut e.kind {
+            *prev_state = 1;
+        }
+        e
+    };
+    let mut ev = vec![switch(0, 0, 0, 100), switch(1, 1, 0, 300)];
+    let wakes = |ev: &mut Vec<Event>, t: u64, cpu: u32, waker: i32, pids: &[i32], to: i32| {
+        for (i, &p) in pids.iter().enumerate() {
+            let ts = t + i as u64 * 10_000;
+            ev.push(wake(ts, cpu, waker, p, to, true));
+            ev.push(wake(ts + 1_000, cpu, waker, p, to, false));
+        }
+    };
+    wakes(&mut ev, ms, 1, 300, &(401..=408).collect::<Vec<_>>(), 7);
+    ev.push(sleep(2 * ms, 1, 300));
+    wakes(&mut ev, 3 * ms, 0, 100, &(501..=562).collect::<Vec<_>>(), 7);
+    wakes(&mut ev, 4 * ms, 0, 100, &[300], 1);
+    ev.push(switch(4 * ms + 100_000, 1, 0, 300));
+    ev.push(sleep(4 * ms + 200_000, 1, 300));
+    wakes(&mut ev, 5 * ms, 0, 100, &[563, 300], 1);
+    let (_, csv) = run(ev, &["no_limit"]);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r[col("pid")] == "300" && r[col("policy")] == "no_limit")
+        .collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    let (first, second) = (&rows[0], &rows[1]);
+    assert_eq!(
+        (first[col("waker_flips")], first[col("wakee_flips")]),
+        ("63", "8")
+    );
+    assert_ne!(first[col("stage")], "wake_wide", "{first:?}");
+    assert_eq!(
+        (second[col("waker_flips")], second[col("wakee_flips")]),
+        ("65", "8")
+    );
+    assert_eq!(
+        (second[col("stage")], second[col("target")]),
+        ("wake_wide", "1")
+    );
+}

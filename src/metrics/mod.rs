@@ -548,6 +548,8 @@ pub struct Replayed {
     pub ipi: bool,
     /// The step of select_task_rq_fair that chose the target.
     pub affine_stage: &'static str,
+    /// The waker's and the wakee's wakee_flips as wake_wide compared them.
+    pub flips: (u32, u32),
     /// The target's LLC had an idle CPU.
     pub span_idle: bool,
     /// The fine window the wakeup falls in.

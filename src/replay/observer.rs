@@ -45,9 +45,12 @@ pub struct CsvDecisions<W: Write> {
 
 impl<W: Write> CsvDecisions<W> {
     /// The CSV's first line: wakeup time (ns), wakee, waker's CPU, prev_cpu, the kernel's
-    /// CPU, then the policy, its CPU, its search path, runqueues probed and search time (ns).
-    pub const HEADER: &'static str =
-        "ts_ns,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns";
+    /// CPU, then the policy, its CPU, its search path, runqueues probed and search time
+    /// (ns), then what every policy's search started from: the target, the step of
+    /// select_task_rq_fair that chose it, and the waker's and wakee's flips wake_wide
+    /// compared (a miss is told from them: wake_wide's edge, or wake_affine's loads).
+    pub const HEADER: &'static str = "ts_ns,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,\
+         probed,search_ns,target,stage,waker_flips,wakee_flips";
 
     /// Writes to `out`; the header goes out with the first row, or at the end if none.
     pub fn new(out: W) -> CsvDecisions<W> {
@@ -109,11 +112,15 @@ impl<W: Write> DecisionObserver for CsvDecisions<W> {
         }
         writeln!(
             self.out,
-            "{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             d.cpu,
             d.path.name(),
             d.probed,
-            d.search_ns
+            d.search_ns,
+            w.target,
+            w.affine_stage,
+            w.flips.0,
+            w.flips.1
         )
     }
 
@@ -153,6 +160,10 @@ pub struct ParquetDecisions<W: Write + Send> {
     path: Vec<&'static str>,
     probed: Vec<u32>,
     search_ns: Vec<u64>,
+    target: Vec<u32>,
+    stage: Vec<&'static str>,
+    waker_flips: Vec<u32>,
+    wakee_flips: Vec<u32>,
 }
 
 impl<W: Write + Send> ParquetDecisions<W> {
@@ -183,6 +194,10 @@ impl<W: Write + Send> ParquetDecisions<W> {
             Field::new("path", DataType::Utf8, false),
             u32f("probed"),
             Field::new("search_ns", DataType::UInt64, false),
+            u32f("target"),
+            Field::new("stage", DataType::Utf8, false),
+            u32f("waker_flips"),
+            u32f("wakee_flips"),
         ]);
         let schema = Arc::new(Schema::new(fields));
         let writer =
@@ -200,6 +215,10 @@ impl<W: Write + Send> ParquetDecisions<W> {
             path: Vec::new(),
             probed: Vec::new(),
             search_ns: Vec::new(),
+            target: Vec::new(),
+            stage: Vec::new(),
+            waker_flips: Vec::new(),
+            wakee_flips: Vec::new(),
         })
     }
 
@@ -222,6 +241,10 @@ impl<W: Write + Send> ParquetDecisions<W> {
             Arc::new(StringArray::from(std::mem::take(&mut self.path))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.probed))),
             Arc::new(UInt64Array::from(std::mem::take(&mut self.search_ns))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.target))),
+            Arc::new(StringArray::from(std::mem::take(&mut self.stage))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.waker_flips))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.wakee_flips))),
         ]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns)
             .expect("one array per column of the schema");
@@ -264,6 +287,10 @@ impl<W: Write + Send> DecisionObserver for ParquetDecisions<W> {
         self.path.push(d.path.name());
         self.probed.push(d.probed);
         self.search_ns.push(d.search_ns);
+        self.target.push(w.target);
+        self.stage.push(w.affine_stage);
+        self.waker_flips.push(w.flips.0);
+        self.wakee_flips.push(w.flips.1);
         if self.ts_ns.len() >= PARQUET_BATCH_ROWS {
             self.flush()?;
         }

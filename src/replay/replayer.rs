@@ -671,6 +671,7 @@ impl<'o> Replayer<'o> {
             recorded_cpu: out.chosen,
             ipi,
             affine_stage: chosen.stage,
+            flips: chosen.flips,
             span_idle,
             slot,
             kernel_idle_scan: idle_scan,

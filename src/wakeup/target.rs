@@ -36,6 +36,9 @@ pub struct Target {
     /// Which step chose it: wake_wide, wake_affine_idle, wake_affine_weight, or "waker
     /// is prev".
     pub stage: &'static str,
+    /// The waker's and the wakee's wakee_flips as wake_wide compared them (after
+    /// record_wakee counted this wakeup for the waker).
+    pub flips: (u32, u32),
     /// With `explain`: the inputs of each step, in words.
     pub steps: Vec<String>,
 }
@@ -54,7 +57,8 @@ pub fn choose_target(m: &mut Machine, w: &Waking, explain: bool) -> Target {
     m.record_wakee(waker, pid, now);
     let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
     let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
-    let want_affine = !wake_wide(flips(waker), flips(pid), llc_size);
+    let compared = (flips(waker), flips(pid));
+    let want_affine = !wake_wide(compared.0, compared.1, llc_size);
     let mut steps = Vec::new();
     if explain {
         steps.push(format!(
@@ -117,6 +121,7 @@ pub fn choose_target(m: &mut Machine, w: &Waking, explain: bool) -> Target {
             now_ns: now,
         },
         stage,
+        flips: compared,
         steps,
     }
 }
