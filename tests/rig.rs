@@ -255,19 +255,31 @@ fn a_halving_just_after_the_trace_starts_is_found() {
 }
 
 /// The perf backend in the guest, with the same probes, gives the same structure. Its
-/// capture starts its own threads inside the trace, so the wakee flips hackbench inherits
-/// are seen, and hackbench agrees at 94.0 %, over always-prev (93.2 %).
+/// capture starts its own threads inside the trace; still, the flips hackbench inherits
+/// come from the capture process, alive before it: with none assumed, hackbench agrees
+/// 93.0 %, under always-prev (93.2 %; 94.0 % while a fork's selection was taken for the
+/// waking before it, counting a flip for the capture), and with the flips fitted, as
+/// replay does by default, 98.9 %.
 #[test]
 fn perf_backend_rig_bundles() {
-    for (workload, min) in [("pingpong", 93.5), ("hackbench", 93.5)] {
-        let name = format!("rig-2x4-{workload}-sis_util-perf");
-        let r = replay_bundle(&rig("2x4", &name), &[]);
-        assert_eq!(r.as_kernel, "sis_util");
-        assert_eq!(r.probed_selections, r.replayed, "{name}");
-        let f = kernel_fidelity(&r);
-        assert!(f.agreement_pct() >= min, "{name}");
-        assert!(f.agree > f.always_prev.max(f.always_waker), "{name}");
-    }
+    let name = "rig-2x4-pingpong-sis_util-perf";
+    let r = replay_bundle(&rig("2x4", name), &[]);
+    assert_eq!(r.as_kernel, "sis_util");
+    assert_eq!(r.probed_selections, r.replayed, "{name}");
+    let f = kernel_fidelity(&r);
+    assert!(f.agreement_pct() >= 93.5, "{name}");
+    assert!(f.agree > f.always_prev.max(f.always_waker), "{name}");
+
+    let name = "rig-2x4-hackbench-sis_util-perf";
+    let r = replay_bundle(&rig("2x4", name), &[]);
+    assert_eq!(r.probed_selections, r.replayed, "{name}");
+    let (row, _, agree) = fitted_age(&rig("2x4", name));
+    let f = &row["fidelity"];
+    assert!(agree >= 98.0, "{name}: {agree:.2} %");
+    assert!(
+        f["agree"].as_u64() > f["always_prev"].as_u64(),
+        "{name}: {f}"
+    );
 }
 
 /// The 2x4 hackbench captured again once the capture started its own threads inside the

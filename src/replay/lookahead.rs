@@ -8,6 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 
+use crate::abi::WF_TTWU;
 use crate::trace::{Event, EventKind};
 
 /// The outcome the trace recorded for one sched_waking.
@@ -203,6 +204,11 @@ impl Lookahead {
                 continue;
             }
             match (&e.kind, entry) {
+                // A fork's or an exec's selection (wake_up_new_task, sched_exec): the
+                // waking selected nothing (a pinned wakee, or one still queued).
+                (EventKind::SelectEnter { wake_flags, .. }, None) if wake_flags & WF_TTWU == 0 => {
+                    return Ok(None)
+                }
                 (EventKind::SelectEnter { wake_flags, .. }, None) => {
                     entry = Some((e.ts, *wake_flags))
                 }
@@ -357,5 +363,19 @@ mod tests {
         take(&mut l);
         let sel = l.selection(0, 100).expect("a selection");
         assert_eq!((sel.entered_ns, sel.duration_ns), (110, Some(40)));
+    }
+
+    /// A fork's selection (WF_FORK, from wake_up_new_task) that follows a waking on its
+    /// CPU is not the waking's: that waking selected nothing (its wakee pinned).
+    #[test]
+    fn a_forks_selection_is_not_a_wakings() {
+        let mut l = Lookahead::default();
+        l.expect_probes();
+        l.push(waking(100, 0, 10, 5, 0));
+        l.push(select_enter(110, 0, 0, 0x04));
+        l.push(at(120, 0, EventKind::SelectExit { cpu: 3 }));
+        l.push(wakeup(130, 0, 10, 5, 0));
+        take(&mut l);
+        assert!(l.selection(0, 100).is_none());
     }
 }

@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use crate::abi::PREEMPTED;
-use crate::state::machine::TaskState;
+use crate::abi::{PREEMPTED, WF_TTWU};
+use crate::state::machine::{flips_key, TaskState};
 use crate::trace::{Event, EventKind};
 
 /// One task's wake_wide memory.
@@ -100,10 +100,14 @@ impl FlipsPass {
     /// Takes the next event of the trace.
     pub fn apply(&mut self, e: &Event) {
         let now = e.ts;
-        if matches!(e.kind, EventKind::SelectEnter { .. }) {
+        if let EventKind::SelectEnter { wake_flags, .. } = e.kind {
             self.probes = true;
+            // Only a wakeup's selection records the wakee; a fork's or an exec's on
+            // this CPU means its last waking selected nothing.
             if let Some((waker, wakee, at)) = self.waiting.remove(&e.cpu) {
-                self.record_wakee(waker, wakee, at);
+                if wake_flags & WF_TTWU != 0 {
+                    self.record_wakee(waker, wakee, at);
+                }
             }
             return;
         }
@@ -147,13 +151,14 @@ impl FlipsPass {
                 }
             }
             EventKind::Waking(w) if self.probes => {
-                self.waiting.insert(e.cpu, (e.common_pid, w.pid, now));
+                self.waiting
+                    .insert(e.cpu, (flips_key(e.common_pid, e.cpu), w.pid, now));
             }
             EventKind::Waking(w) => {
                 let queued = self.tasks.get(&w.pid).is_some_and(|t| t.1);
                 let pinned = TaskState::comm_is_percpu_kthread(w.comm.as_bytes());
                 if !queued && !pinned {
-                    self.record_wakee(e.common_pid, w.pid, now);
+                    self.record_wakee(flips_key(e.common_pid, e.cpu), w.pid, now);
                 }
             }
             _ => {}
@@ -176,9 +181,66 @@ impl FlipsPass {
         if waker == 0 {
             return;
         }
-        let Some((w, _)) = self.tasks.get_mut(&waker) else {
+        // As Machine::record_wakee: a CPU's idle task counts from the assumed flips, a
+        // task not seen yet does not.
+        if waker > 0 && !self.tasks.contains_key(&waker) {
             return;
-        };
+        }
+        let assumed = self.assumed;
+        let w = &mut self
+            .tasks
+            .entry(waker)
+            .or_insert_with(|| (assumed.at(now), true))
+            .0;
         super::machine::flip(&mut w.flips, &mut w.decay_ts, &mut w.last_wakee, wakee, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{WF_SYNC, WF_TTWU};
+    use crate::trace::event::build::{select_enter, switch, waking};
+
+    const WF_FORK: u32 = 0x04;
+
+    /// Task 10 runs on CPU 0 and wakes 11, 12 and 13, each followed by `flags`' probe.
+    fn wakes(flags: [u32; 3]) -> FlipsPass {
+        let mut f = FlipsPass::new(true, BeforeTrace::flips(0));
+        f.apply(&switch(0, 0, 0, 0, 10));
+        for (i, (wakee, fl)) in [11, 12, 13].into_iter().zip(flags).enumerate() {
+            let t = 1_000 + i as u64 * 1_000;
+            f.apply(&waking(t, 0, 10, wakee, 1));
+            f.apply(&select_enter(t + 10, 0, 1, fl));
+        }
+        f
+    }
+
+    /// record_wakee runs in select_task_rq_fair for a wakeup only (WF_TTWU): a fork's
+    /// selection (wake_up_new_task, WF_FORK) after a waking that selected nothing (a
+    /// pinned wakee) is not that waking's, and counts no flip.
+    #[test]
+    fn only_a_wakeups_selection_counts_a_flip() {
+        let all = wakes([WF_TTWU, WF_TTWU | WF_SYNC, WF_TTWU]);
+        assert_eq!(all.flips()[&10].flips, 3);
+        let fork = wakes([WF_TTWU, WF_FORK, WF_TTWU]);
+        assert_eq!(fork.flips()[&10].flips, 2);
+        assert_eq!(fork.flips()[&10].last_wakee, 13);
+    }
+
+    /// A waking from an interrupt on an idle CPU (common_pid 0) counts for that CPU's
+    /// idle task, one per CPU, as the kernel's swapper/N each keep their own.
+    #[test]
+    fn each_cpus_idle_task_counts_its_own_flips() {
+        let mut f = FlipsPass::new(true, BeforeTrace::flips(0));
+        for (i, (cpu, wakee)) in [(1, 11), (1, 12), (2, 13)].into_iter().enumerate() {
+            let t = 1_000 + i as u64 * 1_000;
+            f.apply(&waking(t, cpu, 0, wakee, cpu));
+            f.apply(&select_enter(t + 10, cpu, cpu, WF_TTWU));
+        }
+        let flips = f.flips();
+        assert_eq!(flips[&flips_key(0, 1)].flips, 2);
+        assert_eq!(flips[&flips_key(0, 2)].flips, 1);
+        assert!(!flips.contains_key(&0));
     }
 }

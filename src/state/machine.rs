@@ -887,20 +887,63 @@ impl Machine {
 
     /// record_wakee(p), run on the waker: flips halve at most once per second, and grow
     /// when the waker wakes a different task than last time.
+    /// A CPU's idle task (waking from an interrupt, see [`flips_key`]) is counted from
+    /// the flips assumed before the trace. A task not seen yet is not: the kernel counts
+    /// it too, but a child takes its parent's flips when copy_process starts, and a
+    /// multi-threaded launcher (the capture itself) wakes its threads from inside the
+    /// fork (the mmap lock's waiters), which the fork event follows; counted, those
+    /// flips reach every task the launcher forks (3 too many on each hackbench task of
+    /// a capture whose kernel recorded its own flips, traces/rig/ground-truth).
     pub fn record_wakee(&mut self, waker: i32, wakee: i32, now: u64) {
         if waker == 0 {
             return;
         }
-        let Some(w) = self.tasks.get_mut(&waker) else {
+        if let Some(w) = self.tasks.get_mut(&waker) {
+            flip(
+                &mut w.wakee_flips,
+                &mut w.wakee_flip_decay_ts,
+                &mut w.last_wakee,
+                wakee,
+                now,
+            );
             return;
-        };
-        flip(
-            &mut w.wakee_flips,
-            &mut w.wakee_flip_decay_ts,
-            &mut w.last_wakee,
-            wakee,
-            now,
-        );
+        }
+        if waker > 0 {
+            return;
+        }
+        let assumed = self.flips_before_trace;
+        let w = self
+            .earlier_flips
+            .entry(waker)
+            .or_insert_with(|| assumed.at(now));
+        flip(&mut w.flips, &mut w.decay_ts, &mut w.last_wakee, wakee, now);
+    }
+
+    /// p->wakee_flips as wake_wide reads it, of a task seen or not seen yet (then as it
+    /// will be when first seen: what it was given before, or the flips assumed for the
+    /// tasks alive before the trace).
+    pub fn wakee_flips(&self, pid: i32, now: u64) -> u32 {
+        match self.tasks.get(&pid) {
+            Some(t) => t.wakee_flips,
+            None => {
+                self.earlier_flips
+                    .get(&pid)
+                    .copied()
+                    .unwrap_or_else(|| self.flips_before_trace.at(now))
+                    .flips
+            }
+        }
+    }
+}
+
+/// Whose wake_wide memory a waking on `cpu` by `pid` counts in: the waker's, or, for a
+/// waking from an interrupt on an idle CPU (pid 0), that CPU's idle task's, a task of
+/// its own in the kernel (swapper/N) that record_wakee counts like any other.
+pub fn flips_key(pid: i32, cpu: u32) -> i32 {
+    if pid == 0 {
+        -1 - cpu.min(i32::MAX as u32 - 1) as i32
+    } else {
+        pid
     }
 }
 

@@ -54,17 +54,18 @@ pub fn choose_target(m: &mut Machine, w: &Waking, explain: bool) -> Target {
         sync,
         in_task,
     } = *w;
-    m.record_wakee(waker, pid, now);
-    let flips = |p: i32| m.tasks.get(&p).map_or(0, |t| t.wakee_flips);
+    let waker_flips = crate::state::machine::flips_key(waker, waker_cpu);
+    m.record_wakee(waker_flips, pid, now);
+    let flips = |p: i32| m.wakee_flips(p, now);
     let llc_size = m.topo.llc_span(waker_cpu).len() as u32;
-    let compared = (flips(waker), flips(pid));
+    let compared = (flips(waker_flips), flips(pid));
     let want_affine = !wake_wide(compared.0, compared.1, llc_size);
     let mut steps = Vec::new();
     if explain {
         steps.push(format!(
             "wake_wide: flips waker {} wakee {}, LLC {llc_size} -> {}",
-            flips(waker),
-            flips(pid),
+            compared.0,
+            compared.1,
             if want_affine { "affine" } else { "wide" }
         ));
     }
