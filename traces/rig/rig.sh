@@ -9,7 +9,7 @@
 #                     [--settings sis_util_no_delay,no_limit_no_delay]
 #                     [--no-search-latency | --probes duration|flags] [--tag TAG]
 #                     [--timeout SECONDS] [--bin PATH]
-#                     [--kernel NAME]
+#                     [--kernel NAME] [--kernel-state]
 #
 # --workloads takes any of: hackbench (4 groups, saturating the 8 CPUs of 2x4), pingpong
 # (4 pairs), pingpong-1pair, -2pairs, -3pairs, hackbench-g1-f2, hackbench-g2-f2,
@@ -32,6 +32,11 @@
 # A setting whose feature the kernel does not have is skipped in the guest (SIS_PROP,
 # removed in 6.7, on 6.12), and a NO_ feature the kernel lacks is not written (the
 # _no_delay settings on 6.1, which has no DELAY_DEQUEUE, are the plain ones).
+#
+# --kernel-state records beside each capture the kernel's own state at every
+# select_task_rq_fair call (traces/rig/kernel-state.sh: the wakee flips of the woken and
+# the waking task, every CPU's load), as BUNDLE/kernel-state.txt.gz, the tracefs text of
+# a kprobe in an instance of its own; reports/kernel_state.py sets it beside replay's.
 #
 # Why TCG: /dev/kvm on these machines is a software hypervisor a stock kernel cannot
 # boot under. Timing under TCG is not hardware timing; the rig is for trace structure:
@@ -56,6 +61,7 @@ tag=
 guest_timeout=1200
 bin=$top/target/release/sisreplay
 kernel=
+kernel_state=0
 # Feature settings: bundle suffix and what is written to sched/features. The _no_delay
 # ones (not run unless asked for) turn 6.12's DELAY_DEQUEUE off; they come last, since the
 # others do not turn it back on.
@@ -111,7 +117,8 @@ while [ $# -gt 0 ]; do
         --timeout) guest_timeout=$2; shift ;;
         --bin) bin=$(realpath "$2"); shift ;;
         --kernel) kernel=$2; shift ;;
-        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+        --kernel-state) kernel_state=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "rig.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -124,7 +131,7 @@ if [ -n "$probes" ] && [ "$search" = 0 ]; then
     echo "rig.sh: --probes and --no-search-latency exclude each other" >&2; exit 2
 fi
 for w in ${only_workloads//,/ }; do
-    printf '%s\n' "${workloads[@]%%:*}" | grep -qx -- "$w" ||
+    printf '%s\n' "${workloads[@]%%:*}" | grep -x -- "$w" > /dev/null ||
         { echo "rig.sh: unknown workload $w ($(printf '%s\n' "${workloads[@]%%:*}" | paste -sd ' '))" >&2; exit 2; }
 done
 [ "$backends" = both ] && backends="tracefs perf"
@@ -148,6 +155,7 @@ esac
 
 need=()
 command -v qemu-system-x86_64 > /dev/null || need+=(qemu-system-x86)
+[ $kernel_state = 0 ] || command -v pahole > /dev/null || need+=(dwarves)
 dpkg -s busybox-static > /dev/null 2>&1 || need+=(busybox-static)
 command -v cpio > /dev/null || need+=(cpio)
 command -v hackbench > /dev/null || need+=(rt-tests)
@@ -186,6 +194,15 @@ if [ -z "$kernel" ]; then
 fi
 
 [ -x "$bin" ] || (cd "$top" && cargo build --release --quiet)
+
+# The kernel-state probe's guest lines, its offsets from the kernel's BTF (a built
+# kernel's vmlinux, else the image's).
+kstate=
+if [ $kernel_state = 1 ] && [ -n "${vmlinuz:-}" ]; then
+    image=$vmlinuz
+    [ ! -f "$(dirname "$vmlinuz")/vmlinux" ] || image=$(dirname "$vmlinuz")/vmlinux
+    kstate=$(bash "$top/traces/rig/kernel-state.sh" "$image")
+fi
 
 # The initramfs: static busybox, sisreplay and hackbench with their libraries, the
 # virtio modules for the results disk, and an /init that runs the plan.
@@ -258,6 +275,7 @@ done
     echo 'mount -t debugfs debugfs /sys/kernel/debug; mount -t tracefs tracefs /sys/kernel/tracing'
     [ -n "$kernel" ] ||
         echo 'for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do insmod /modules/$m.ko; done'
+    [ -z "$kstate" ] || printf '%s\n' "$kstate"
     echo 'F=/sys/kernel/debug/sched/features'
     # Whether the kernel has feature $1 (listed as $1 or NO_$1).
     echo 'has() { grep -qE "(^| )(NO_)?$1( |\$)" $F; }'
@@ -286,8 +304,10 @@ done
                 [ -z "$on" ] || echo "if $(for f in $on; do echo -n "has $f && "; done | sed 's/ && $//'); then"
                 echo "for f in $feats; do has \${f#NO_} && echo \$f > \$F; done"
                 echo "echo \"rig: $bundle: \$(cat \$F | tr ' ' '\n' | grep SIS_ | tr '\n' ' ')\""
+                [ -z "$kstate" ] || echo 'echo > $T/instances/kstate/trace; echo 1 > $T/instances/kstate/events/kstate/select/enable'
                 echo "sisreplay capture --backend $b $probe_arg --duration ${seconds}s --buffer-kb 16384 -o /out/$bundle -- $wcmd > /out/$bundle.log 2>&1 || echo \"rig: $bundle failed\""
                 echo "killall -q perf hackbench periodic; tail -3 /out/$bundle.log"
+                [ -z "$kstate" ] || echo "echo 0 > \$T/instances/kstate/events/kstate/select/enable; [ ! -d /out/$bundle ] || gzip -1 < \$T/instances/kstate/trace > /out/$bundle/kernel-state.txt.gz"
                 [ -z "$on" ] || echo "else echo \"rig: $bundle skipped: the kernel has no ${on% }\"; fi"
             done
         done

@@ -1,0 +1,125 @@
+"""The kernel's own wake_wide inputs against replay's, on captures that recorded them.
+
+A capture made with `traces/rig/rig.sh --kernel-state` holds, beside its events,
+BUNDLE/kernel-state.txt.gz: at every select_task_rq_fair call the woken task's
+wakee_flips and the waking task's (with its last halving and last wakee, so that
+record_wakee can be applied as the kernel does). This sets replay's values (the
+`waker_flips` and `wakee_flips` of `replay --decisions`, flips before the trace fitted as
+by default) beside the kernel's, wakeup by wakeup, and says how often wake_wide decided
+alike.
+
+    python3 reports/kernel_state.py [--flips-before-trace X] BUNDLE...
+    (SISREPLAY= the binary, default target/release/sisreplay)
+"""
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import polars as pl
+
+LINE = re.compile(r"\s*.+?-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): select: \(\S+\) (.*)")
+WF_TTWU = 0x08
+HZ = 250
+
+
+def kernel_rows(path):
+    """One row per wakeup selection: time (us), waker, wakee, and the flips wake_wide
+    compared (the waker's after record_wakee, as the probe reads them before it)."""
+    rows = []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            m = LINE.match(line)
+            if not m:
+                continue
+            waker, cpu, ts, rest = int(m[1]), int(m[2]), float(m[3]), m[4]
+            kv = dict(x.split("=", 1) for x in rest.split())
+            if int(kv["wf"]) & WF_TTWU == 0:
+                continue
+            wakee, jif = int(kv["gpid"]), int(kv["jif"])
+            flips, decay, last = int(kv[f"f{cpu}"]), int(kv[f"d{cpu}"]), int(kv[f"w{cpu}"])
+            if jif > decay + HZ:
+                flips >>= 1
+            if last != wakee:
+                flips += 1
+            rows.append((round(ts * 1e6), waker, wakee, flips, int(kv["pf"])))
+    return pl.DataFrame(
+        rows, schema=["us", "k_waker", "pid", "k_waker_flips", "k_wakee_flips"], orient="row"
+    )
+
+
+def wide(master, slave, llc):
+    lo, hi = pl.min_horizontal(master, slave), pl.max_horizontal(master, slave)
+    return (lo >= llc) & (hi >= lo * llc)
+
+
+def compare(bundle, binary, replay_args):
+    meta = json.loads((bundle / "meta.json").read_text())
+    cpus = meta["topology"]["cpus"]
+    llc = {c["cpu"]: sum(1 for d in cpus if d["llc"] == c["llc"]) for c in cpus}
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "d.csv"
+        subprocess.run(
+            [binary, "replay", str(bundle), "--decisions", str(csv), "--out", tmp, *replay_args],
+            check=True, capture_output=True,
+        )
+        d = pl.read_csv(csv)
+    # Every policy's row of a wakeup carries the same flips.
+    d = d.filter(pl.col("policy") == d["policy"][0]).with_columns(us=pl.col("ts_ns") // 1000)
+    k = kernel_rows(bundle / "kernel-state.txt.gz")
+    j = d.sort("us").join_asof(
+        k.sort("us"), on="us", by="pid", strategy="nearest", tolerance=500
+    ).drop_nulls("k_wakee_flips")
+    j = j.with_columns(llc=pl.col("waker_cpu").replace_strict(llc))
+    j = j.with_columns(
+        m_wide=wide(pl.col("waker_flips"), pl.col("wakee_flips"), pl.col("llc")),
+        k_wide=wide(pl.col("k_waker_flips"), pl.col("k_wakee_flips"), pl.col("llc")),
+    )
+    t0, t1 = j["ts_ns"].min(), j["ts_ns"].max()
+    j = j.with_columns(tenth=(pl.col("ts_ns") - t0) * 10 // (t1 - t0 + 1))
+    eq = lambda a, b: (pl.col(a) == pl.col(b)).mean() * 100
+    total = j.select(
+        n=pl.len(),
+        wakee=eq("wakee_flips", "k_wakee_flips"),
+        waker=eq("waker_flips", "k_waker_flips"),
+        wide=eq("m_wide", "k_wide"),
+        m_wide=pl.col("m_wide").mean() * 100,
+        k_wide=pl.col("k_wide").mean() * 100,
+    ).row(0, named=True)
+    tenths = j.group_by("tenth").agg(w=eq("m_wide", "k_wide")).sort("tenth")
+    before = " ".join(replay_args) or "flips before the trace fitted"
+    print(f"{bundle.name} ({before}; {total['n']} of {d.height} wakeups matched)")
+    print(
+        f"  flips equal to the kernel's: wakee {total['wakee']:.1f} %, waker {total['waker']:.1f} %"
+    )
+    print(
+        f"  wake_wide decided alike: {total['wide']:.1f} % (wide: replay {total['m_wide']:.1f} %,"
+        f" kernel {total['k_wide']:.1f} %); by tenth: "
+        + " ".join(f"{w:.0f}" for w in tenths["w"])
+    )
+
+
+def main():
+    binary = os.environ.get("SISREPLAY", str(Path(__file__).parent.parent / "target/release/sisreplay"))
+    warnings.filterwarnings("ignore", message="Sortedness")
+    args = sys.argv[1:]
+    replay_args = []
+    if args[:1] == ["--flips-before-trace"]:
+        replay_args, args = args[:2], args[2:]
+    bundles = [Path(b) for b in args]
+    if not bundles:
+        sys.exit(__doc__)
+    for b in bundles:
+        if not (b / "kernel-state.txt.gz").exists():
+            sys.exit(f"{b}: no kernel-state.txt.gz (capture with traces/rig/rig.sh --kernel-state)")
+        compare(b, binary, replay_args)
+
+
+if __name__ == "__main__":
+    main()
