@@ -10,6 +10,10 @@ pub const WF_SYNC: u32 = 0x10;
 /// printed as `R+`).
 pub const PREEMPTED: i64 = 0x100;
 
+/// sched_switch prev_state: the task blocked uninterruptibly (TASK_UNINTERRUPTIBLE,
+/// printed as `D`): a lock's or an I/O's waiter.
+pub const TASK_UNINTERRUPTIBLE: i64 = 0x2;
+
 /// sched_switch prev_state of a task's last switch: EXIT_DEAD, printed as `X`.
 pub const EXIT_DEAD: i64 = 0x10;
 

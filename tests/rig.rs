@@ -869,36 +869,55 @@ fn flips_before_the_trace_are_fitted_to_the_trace() {
     }
 }
 
-/// Against the kernel's own record: a 2x4 SIS_UTIL hackbench captured with the kernel's
-/// wakee flips read at every select_task_rq_fair call (traces/rig/ground-truth, `rig.sh
-/// --kernel-state`). With the flips before the trace fitted, replay's wakee flips are the
-/// kernel's on 98.8 % of the wakeups and wake_wide decides as the kernel's inputs do on
-/// 99.1 % (98.8 % while a fork's selection counted a flip for the waking before it).
+/// Against the kernel's own record: hackbench captured with the kernel's wakee flips
+/// read at every select_task_rq_fair call (traces/rig/ground-truth, `rig.sh
+/// --kernel-state`). With the flips before the trace fitted, on the 2x4 SIS_UTIL capture
+/// replay's wakee flips are the kernel's on 98.8 % of the wakeups and wake_wide decides
+/// as the kernel's inputs do on 99.1 % (98.8 % while a fork's selection counted a flip
+/// for the waking before it). On the 1x2x4x2 NO_SIS_UTIL capture, 96.2 % and 99.2 %
+/// (0.0 % and 90.3 % while the workload's launcher copied the flips of the wakings in
+/// its own fork: the fit then took 27 flips, which kept wake_wide all but off).
 #[test]
 #[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn replays_wakee_flips_are_the_kernels_own() {
-    let bundle = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/rig/ground-truth/2x4/rig-2x4-hackbench-sis_util-kstate-tracefs");
-    let out = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/kernel_state.py"))
-        .arg(&bundle)
-        .env("SISREPLAY", env!("CARGO_BIN_EXE_sisreplay"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pct = |after: &str| -> f64 {
-        let rest = &text[text
-            .find(after)
-            .unwrap_or_else(|| panic!("{after}: {text}"))
-            + after.len()..];
-        rest.split_whitespace().next().unwrap().parse().unwrap()
-    };
-    assert!(pct("wakee ") >= 98.0, "{text}");
-    assert!(pct("waker ") >= 90.0, "{text}");
-    assert!(pct("decided alike: ") >= 99.0, "{text}");
+    for (capture, wakee, waker, alike) in [
+        (
+            "2x4/rig-2x4-hackbench-sis_util-kstate-tracefs",
+            98.0,
+            90.0,
+            99.0,
+        ),
+        (
+            "1x2x4x2/rig-1x2x4x2-hackbench-no_limit-kstate-tracefs",
+            95.0,
+            75.0,
+            99.0,
+        ),
+    ] {
+        let bundle = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("traces/rig/ground-truth")
+            .join(capture);
+        let out = std::process::Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/kernel_state.py"))
+            .arg(&bundle)
+            .env("SISREPLAY", env!("CARGO_BIN_EXE_sisreplay"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let pct = |after: &str| -> f64 {
+            let rest = &text[text
+                .find(after)
+                .unwrap_or_else(|| panic!("{after}: {text}"))
+                + after.len()..];
+            rest.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        assert!(pct("wakee ") >= wakee, "{text}");
+        assert!(pct("waker ") >= waker, "{text}");
+        assert!(pct("decided alike: ") >= alike, "{text}");
+    }
 }

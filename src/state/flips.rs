@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use crate::abi::{PREEMPTED, WF_TTWU};
+use crate::abi::{PREEMPTED, TASK_UNINTERRUPTIBLE, WF_TTWU};
 use crate::state::machine::{flips_key, TaskState};
 use crate::trace::{Event, EventKind};
 
@@ -72,10 +72,66 @@ impl BeforeTrace {
     }
 }
 
+/// A waking more than this after the one before it starts a new run of in-fork
+/// wakings (ForkCopy): the rest of copy_process after dup_mmap takes tens of
+/// microseconds (146 µs on the TCG rig, traces/rig/ground-truth).
+pub const FORK_COPY_NS: u64 = 1_000_000;
+
+/// What a fork's child copies of its parent's wake_wide memory. dup_task_struct copies
+/// it as copy_process starts, but the fork's event comes after copy_process, and in
+/// between the parent can wake tasks: dup_mmap holds the parent's mmap lock while it
+/// copies, and its release wakes the threads that faulted meanwhile, each blocked
+/// uninterruptibly. A run of wakings of uninterruptible sleepers, each within
+/// FORK_COPY_NS of the one before, that the parent's fork follows within FORK_COPY_NS
+/// with no switch of the parent between, is taken as those: the child gets the memory
+/// from before them. (A capture's launcher is multi-threaded, so every task of the
+/// workload it forks inherits this.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForkCopy {
+    /// The memory before the run, and the time of the run's last waking.
+    before: Option<(Flips, u64)>,
+}
+
+impl ForkCopy {
+    /// The task, whose memory is `own` before this waking, wakes a task whose last
+    /// sleep was `uninterruptible` or not.
+    pub fn waking(&mut self, own: Flips, uninterruptible: bool, now: u64) {
+        self.before = match self.before {
+            _ if !uninterruptible => None,
+            Some((f, last)) if now.saturating_sub(last) <= FORK_COPY_NS => Some((f, now)),
+            _ => Some((own, now)),
+        };
+    }
+
+    /// The task is switched out: whatever it forks next, it copies after this.
+    pub fn forget(&mut self) {
+        self.before = None;
+    }
+
+    /// What the child of a fork at `now` copies, the parent's memory being `own`.
+    pub fn copied(&mut self, own: Flips, now: u64) -> Flips {
+        match self.before.take() {
+            Some((f, last)) if now.saturating_sub(last) <= FORK_COPY_NS => f,
+            _ => own,
+        }
+    }
+}
+
+/// What the pass keeps of a task.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    flips: Flips,
+    /// Running or queued.
+    runnable: bool,
+    /// Its last sleep was uninterruptible (TASK_UNINTERRUPTIBLE).
+    uninterruptible: bool,
+    fork_copy: ForkCopy,
+}
+
 /// Every task's wake_wide memory, and whether it is runnable, from the events so far.
 #[derive(Debug, Clone, Default)]
 pub struct FlipsPass {
-    tasks: HashMap<i32, (Flips, bool), BuildHasherDefault<ahash::AHasher>>,
+    tasks: HashMap<i32, Seen, BuildHasherDefault<ahash::AHasher>>,
     /// The trace carries selection probes.
     probes: bool,
     /// The memory of a task first seen other than at its fork (Machine::flips_before_trace).
@@ -124,13 +180,16 @@ impl FlipsPass {
             } => {
                 let still_queued = *prev_state == 0 || *prev_state & PREEMPTED != 0;
                 if *prev_pid != 0 {
-                    self.task(*prev_pid, now).1 = still_queued;
+                    let prev = self.task(*prev_pid, now);
+                    prev.runnable = still_queued;
+                    prev.uninterruptible = !still_queued && *prev_state & TASK_UNINTERRUPTIBLE != 0;
+                    prev.fork_copy.forget();
                 }
                 if *next_pid != 0 {
-                    self.task(*next_pid, now).1 = true;
+                    self.task(*next_pid, now).runnable = true;
                 }
             }
-            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => self.task(w.pid, now).1 = true,
+            EventKind::Wakeup(w) | EventKind::WakeupNew(w) => self.task(w.pid, now).runnable = true,
             EventKind::Migrate { pid, .. } => {
                 self.task(*pid, now);
             }
@@ -139,15 +198,18 @@ impl FlipsPass {
                 child_pid,
                 ..
             } => {
-                let inherited = self.tasks.get(parent_pid).map(|p| p.0);
+                let inherited = self
+                    .tasks
+                    .get_mut(parent_pid)
+                    .map(|p| p.fork_copy.copied(p.flips, now));
                 let child = self.task(*child_pid, now);
                 if let Some(f) = inherited {
-                    child.0 = f;
+                    child.flips = f;
                 }
             }
             EventKind::Exit { pid, .. } => {
                 if let Some(t) = self.tasks.get_mut(pid) {
-                    t.0.last_wakee = 0;
+                    t.flips.last_wakee = 0;
                 }
             }
             EventKind::Waking(w) if self.probes => {
@@ -155,7 +217,7 @@ impl FlipsPass {
                     .insert(e.cpu, (flips_key(e.common_pid, e.cpu), w.pid, now));
             }
             EventKind::Waking(w) => {
-                let queued = self.tasks.get(&w.pid).is_some_and(|t| t.1);
+                let queued = self.tasks.get(&w.pid).is_some_and(|t| t.runnable);
                 let pinned = TaskState::comm_is_percpu_kthread(w.comm.as_bytes());
                 if !queued && !pinned {
                     self.record_wakee(flips_key(e.common_pid, e.cpu), w.pid, now);
@@ -167,13 +229,16 @@ impl FlipsPass {
 
     /// Each task's memory.
     pub fn flips(&self) -> HashMap<i32, Flips> {
-        self.tasks.iter().map(|(&pid, t)| (pid, t.0)).collect()
+        self.tasks.iter().map(|(&pid, t)| (pid, t.flips)).collect()
     }
 
-    fn task(&mut self, pid: i32, now: u64) -> &mut (Flips, bool) {
-        self.tasks
-            .entry(pid)
-            .or_insert((self.assumed.at(now), false))
+    fn task(&mut self, pid: i32, now: u64) -> &mut Seen {
+        self.tasks.entry(pid).or_insert(Seen {
+            flips: self.assumed.at(now),
+            runnable: false,
+            uninterruptible: false,
+            fork_copy: ForkCopy::default(),
+        })
     }
 
     /// Machine::record_wakee's rule.
@@ -186,13 +251,11 @@ impl FlipsPass {
         if waker > 0 && !self.tasks.contains_key(&waker) {
             return;
         }
-        let assumed = self.assumed;
-        let w = &mut self
-            .tasks
-            .entry(waker)
-            .or_insert_with(|| (assumed.at(now), true))
-            .0;
-        super::machine::flip(&mut w.flips, &mut w.decay_ts, &mut w.last_wakee, wakee, now);
+        let uninterruptible = self.tasks.get(&wakee).is_some_and(|t| t.uninterruptible);
+        let w = self.task(waker, now);
+        w.fork_copy.waking(w.flips, uninterruptible, now);
+        let f = &mut w.flips;
+        super::machine::flip(&mut f.flips, &mut f.decay_ts, &mut f.last_wakee, wakee, now);
     }
 }
 

@@ -16,10 +16,11 @@ use crate::topology::Topology;
 use crate::trace::event::Wake;
 use crate::trace::{Comm, Event, EventKind};
 
+use super::flips::{Flips, ForkCopy};
 use super::llc_idle::LlcIdle;
 use super::pelt::{Avg, Removed};
 use super::util_est::UtilEst;
-use crate::abi::{MIGRATION_COST_NS, PREEMPTED};
+use crate::abi::{MIGRATION_COST_NS, PREEMPTED, TASK_UNINTERRUPTIBLE};
 
 /// The load weight of a nice-0 task.
 const NICE_0_WEIGHT: u64 = 1024;
@@ -187,6 +188,10 @@ pub struct TaskState {
     pub prio: i32,
     /// When it last blocked (switched out not runnable).
     pub blocked_at: Option<u64>,
+    /// Its last sleep was uninterruptible (TASK_UNINTERRUPTIBLE).
+    pub uninterruptible: bool,
+    /// What a child it forks now copies of its wake_wide memory.
+    pub fork_copy: ForkCopy,
 }
 
 impl TaskState {
@@ -205,6 +210,17 @@ impl TaskState {
             attached: None,
             prio: 120,
             blocked_at: None,
+            uninterruptible: false,
+            fork_copy: ForkCopy::default(),
+        }
+    }
+
+    /// Its wake_wide memory.
+    pub fn flips(&self) -> Flips {
+        Flips {
+            flips: self.wakee_flips,
+            decay_ts: self.wakee_flip_decay_ts,
+            last_wakee: self.last_wakee,
         }
     }
 
@@ -690,6 +706,7 @@ impl Machine {
         let t = self.task(pid, comm, now);
         t.running_on = None;
         t.cpu = Some(cpu);
+        t.fork_copy.forget();
         if still_queued {
             // Preempted: it waits on this runqueue. Held on none, it ran here
             // unseen (the trace's start).
@@ -699,6 +716,7 @@ impl Machine {
         } else {
             let t = self.tasks.get_mut(&pid).expect("made above");
             t.blocked_at = Some(now);
+            t.uninterruptible = state & TASK_UNINTERRUPTIBLE != 0;
             // dequeue_task_fair's util_est_update, on a CPU of original capacity 1024.
             t.util_est.sleep(t.avg.util_avg, 1024);
             if self.dequeue(pid).is_some_and(|h| h != cpu) {
@@ -862,19 +880,19 @@ impl Machine {
             .unwrap_or(cpu);
         // dup_task_struct copies the parent, and __sched_fork resets none of
         // wakee_flips, wakee_flip_decay_ts and last_wakee: the child starts with
-        // the parent's. They only change in record_wakee, when the child wakes
-        // someone, so a child that seldom does keeps them (and wake_wide sees
-        // them) for its whole life.
+        // the parent's as copy_process began (ForkCopy). They only change in
+        // record_wakee, when the child wakes someone, so a child that seldom does
+        // keeps them (and wake_wide sees them) for its whole life.
         let inherited = self
             .tasks
-            .get(&parent_pid)
-            .map(|p| (p.wakee_flips, p.wakee_flip_decay_ts, p.last_wakee));
+            .get_mut(&parent_pid)
+            .map(|p| p.fork_copy.copied(p.flips(), now));
         let t = self.task(child_pid, child_comm, now);
         t.recent_used_cpu = Some(parent_cpu);
-        if let Some((flips, decay_ts, last_wakee)) = inherited {
-            t.wakee_flips = flips;
-            t.wakee_flip_decay_ts = decay_ts;
-            t.last_wakee = last_wakee;
+        if let Some(f) = inherited {
+            t.wakee_flips = f.flips;
+            t.wakee_flip_decay_ts = f.decay_ts;
+            t.last_wakee = f.last_wakee;
         }
     }
 
@@ -898,7 +916,9 @@ impl Machine {
         if waker == 0 {
             return;
         }
+        let uninterruptible = self.tasks.get(&wakee).is_some_and(|t| t.uninterruptible);
         if let Some(w) = self.tasks.get_mut(&waker) {
+            w.fork_copy.waking(w.flips(), uninterruptible, now);
             flip(
                 &mut w.wakee_flips,
                 &mut w.wakee_flip_decay_ts,
@@ -1447,6 +1467,77 @@ mod tests {
             assert_eq!(got, (want_10, want_11), "halved {halved_ago_ns} ns before");
             let flips = pass.flips();
             assert_eq!((flips[&10].flips, flips[&11].flips), got, "the pass agrees");
+        }
+    }
+
+    /// A child copies its parent's flips as copy_process starts, before dup_mmap's
+    /// release of the mmap lock wakes the parent's threads that faulted meanwhile
+    /// (blocked uninterruptibly, `D`); the fork's event follows those wakings. Launcher
+    /// 1 wakes 5 (asleep in `S`, 1 flip), then its threads 6 and 7 (in `D`, 3 flips),
+    /// and forks 10 100 µs later: 10 gets 1. Switched out between the wakings and the
+    /// fork, or forking 2 ms later, the launcher was not in copy_process when it woke
+    /// them: 10 gets 3. Waking a task in `S` ends the run as well.
+    #[test]
+    fn a_child_does_not_copy_the_wakings_of_its_parents_fork() {
+        use crate::state::flips::{BeforeTrace, FlipsPass};
+        let us = 1_000u64;
+        let fork = Event {
+            ts: 0,
+            cpu: 0,
+            common_pid: 1,
+            kind: EventKind::Fork {
+                parent_comm: Comm::from_bytes(b"launcher"),
+                parent_pid: 1,
+                child_comm: Comm::from_bytes(b"child"),
+                child_pid: 10,
+            },
+        };
+        let at = |ts: u64, e: &Event| Event { ts, ..e.clone() };
+        let t0 = 10_000_000 * us;
+        // Tasks 5, 6 and 7 sleep (5 in S, 6 and 7 in D); 1 runs on CPU 0.
+        let start = [
+            switch(t0, 1, 5, 1, 0),
+            switch(t0 + us, 2, 6, 2, 0),
+            switch(t0 + 2 * us, 3, 7, 2, 0),
+            switch(t0 + 3 * us, 0, 0, 0, 1),
+        ];
+        let wake = |ts: u64, pid: i32| waking(ts, 0, 1, pid, 1);
+        let in_fork = [
+            wake(t0 + 10 * us, 5),
+            wake(t0 + 20 * us, 6),
+            wake(t0 + 30 * us, 7),
+        ];
+        let fork_at = |dt: u64| at(t0 + 30 * us + dt, &fork);
+        let cases: [(&str, Vec<Event>, u32); 4] = [
+            ("forked 100 µs after", vec![fork_at(100 * us)], 1),
+            ("forked 2 ms after", vec![fork_at(2_000 * us)], 3),
+            (
+                "switched out and back between",
+                vec![
+                    switch(t0 + 50 * us, 0, 1, 0, 9),
+                    switch(t0 + 60 * us, 0, 9, 1, 1),
+                    fork_at(100 * us),
+                ],
+                3,
+            ),
+            (
+                "woke 5 again after",
+                vec![wake(t0 + 40 * us, 5), fork_at(100 * us)],
+                4,
+            ),
+        ];
+        for (case, then, want) in cases {
+            let mut m = machine(4);
+            let mut pass = FlipsPass::new(false, BeforeTrace::default());
+            for e in start.iter().chain(&in_fork).chain(&then) {
+                m.apply(e);
+                pass.apply(e);
+                if let EventKind::Waking(w) = &e.kind {
+                    m.record_wakee(1, w.pid, e.ts);
+                }
+            }
+            assert_eq!(m.tasks[&10].wakee_flips, want, "{case}");
+            assert_eq!(pass.flips()[&10].flips, want, "{case}: the pass agrees");
         }
     }
 
