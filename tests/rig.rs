@@ -211,47 +211,54 @@ fn fitted_age(b: &Path) -> (serde_json::Value, u64, f64) {
     (row, age, agree)
 }
 
-/// On the kernel with CAS (run under SIS_UTIL's budget), hackbench agrees at most 86 %
-/// whatever the flips before the trace, each halved as its task is first seen: the
-/// capture process, which launched hackbench, halved its flips shortly before the trace,
-/// which the trace cannot show, and hackbench's receivers inherited fewer than
-/// wake_wide's threshold. With the age of that halving fitted as well, agreement
-/// passes 95 % and the cross-LLC placements come within 6 % of the kernel's (2013
-/// against 1914; 923 with the count alone).
+/// The wakeups a fidelity row's replay placed across LLCs, over those the kernel did.
+fn cross_llc_ratio(row: &serde_json::Value) -> f64 {
+    let f = &row["fidelity"];
+    let n = |k: &str| f[k].as_u64().unwrap() as f64;
+    n("predicted_cross_llc") / n("recorded_cross_llc")
+}
+
+/// A second NO_SIS_UTIL hackbench capture of the 2x4 rig (`-heldout`, taken to check the
+/// fit on a trace it had not seen) agrees at most 94.7 % with any count of flips halved
+/// as each task is first seen: its capture process halved its own before the trace, at
+/// a time the trace cannot show, and its children took the count from one side of it
+/// or the other. With the age of that halving fitted too (0 flips, 250 ms), it agrees
+/// 98.2 %, and its cross-LLC placements come within 5 % of the kernel's (1076 against
+/// 1087).
 #[test]
 fn the_age_of_the_last_halving_is_fitted_too() {
+    let (row, age, agree) = fitted_age(&rig("2x4", "rig-2x4-hackbench-no_limit-heldout-tracefs"));
+    let fit = &row["flips_fit"];
+    assert!((1..1_000_000_000).contains(&age), "{fit}");
+    for a in fit["agreement"].as_array().unwrap() {
+        assert!(
+            a[1].as_f64().unwrap() < agree - 2.0,
+            "halved as first seen: {a}"
+        );
+    }
+    assert!(agree >= 97.5, "{agree:.2} %: {fit}");
+    let xllc = cross_llc_ratio(&row);
+    assert!((0.95..=1.05).contains(&xllc), "cross-LLC x{xllc:.3}");
+}
+
+/// On the kernel with CAS (run under SIS_UTIL's budget), the capture's main thread woke
+/// its own threads from inside the fork of hackbench (dup_mmap's mmap-lock waiters,
+/// blocked in D), before the fork's event: hackbench's tasks copy the flips from before
+/// those wakings. Taken so, 2 flips halved as first seen agree 96.3 % (at most 85.4 %
+/// while the children took the flips after the wakings, where only an age of 950 ms
+/// brought it to 96.1 %), and its cross-LLC placements come within 6 % of the kernel's
+/// (1994 against 1914).
+#[test]
+fn a_fork_copies_the_flips_from_before_the_wakings_inside_it() {
     let (row, age, agree) = fitted_age(&rig(
         "kernel-sis-stats+noinline+cas/2x4",
         "rig-2x4-hackbench-sis_util-tracefs",
     ));
     let fit = &row["flips_fit"];
-    assert!((1..1_000_000_000).contains(&age), "{fit}");
-    for a in fit["agreement"].as_array().unwrap() {
-        assert!(a[1].as_f64().unwrap() < 86.0, "halved as first seen: {a}");
-    }
-    assert!(agree >= 95.0, "{agree:.2} %: {fit}");
-    let f = &row["fidelity"];
-    let n = |k: &str| f[k].as_u64().unwrap() as f64;
-    let xllc = n("predicted_cross_llc") / n("recorded_cross_llc");
+    assert_eq!(age, 0, "{fit}");
+    assert!(agree >= 96.0, "{agree:.2} %: {fit}");
+    let xllc = cross_llc_ratio(&row);
     assert!((0.94..=1.06).contains(&xllc), "cross-LLC x{xllc:.3}");
-}
-
-/// A second NO_SIS_UTIL hackbench capture of the 2x4 rig (`-heldout`, taken to check the
-/// fit on a trace it had not seen) agrees 91.2 % at every age of the 50-ms grid: the
-/// capture process halved its flips 10-15 ms into the trace, between waking its own
-/// threads and forking hackbench, whose tasks inherit the difference. The finer ages
-/// near one second find it.
-#[test]
-fn a_halving_just_after_the_trace_starts_is_found() {
-    let (row, age, agree) = fitted_age(&rig("2x4", "rig-2x4-hackbench-no_limit-heldout-tracefs"));
-    let fit = &row["flips_fit"];
-    assert!((980_000_000..1_000_000_000).contains(&age), "{fit}");
-    for a in fit["age_agreement"].as_array().unwrap() {
-        if a[0].as_u64().unwrap() % 50_000_000 == 0 {
-            assert!(a[1].as_f64().unwrap() < 92.0, "50-ms grid: {a}");
-        }
-    }
-    assert!(agree >= 94.5, "{agree:.2} %: {fit}");
 }
 
 /// The perf backend in the guest, with the same probes, gives the same structure. Its
