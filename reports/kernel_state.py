@@ -54,6 +54,41 @@ def kernel_rows(path):
     )
 
 
+def nr_idle_scan(sum_util, weight, pct=117):
+    """update_idle_cpu_scan's budget for an LLC of `weight` CPUs whose cpu_util_cfs sum
+    to `sum_util` (integer arithmetic, as fair.c of 6.1)."""
+    x = sum_util // weight
+    tmp = min(x * x * pct * pct // (10000 * 1024), 1024)
+    return (1024 - tmp) * weight // 1024
+
+
+def budget_check(path, llcs):
+    """Where the probe read every CPU's util_avg (v), util_est.enqueued (e) and its LLC's
+    nr_idle_scan (s): at each change of an LLC's nr_idle_scan, whether SIS_UTIL's formula
+    over the LLC's utilisation at the next call gives the new value, from util_avg alone
+    and from cpu_util_cfs (the larger of the two, as replay takes it). None without them."""
+    counts = {}
+    last = {}
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            m = LINE.match(line)
+            if not m:
+                continue
+            kv = dict(x.split("=", 1) for x in m[4].split())
+            if "s0" not in kv:
+                return None
+            for llc, cpus in llcs.items():
+                now = int(kv[f"s{cpus[0]}"])
+                if llc in last and now != last[llc]:
+                    avg = sum(int(kv[f"v{c}"]) for c in cpus)
+                    cfs = sum(min(1024, max(int(kv[f"v{c}"]), int(kv[f"e{c}"]) & ~1)) for c in cpus)
+                    n, a, c = counts.get(llc, (0, 0, 0))
+                    w = len(cpus)
+                    counts[llc] = (n + 1, a + (nr_idle_scan(avg, w) == now), c + (nr_idle_scan(cfs, w) == now))
+                last[llc] = now
+    return counts
+
+
 def wide(master, slave, llc):
     lo, hi = pl.min_horizontal(master, slave), pl.max_horizontal(master, slave)
     return (lo >= llc) & (hi >= lo * llc)
@@ -103,6 +138,15 @@ def compare(bundle, binary, replay_args):
         f" kernel {total['k_wide']:.1f} %); by tenth: "
         + " ".join(f"{w:.0f}" for w in tenths["w"])
     )
+    llcs = {}
+    for c in cpus:
+        llcs.setdefault(c["llc"], []).append(c["cpu"])
+    checked = budget_check(bundle / "kernel-state.txt.gz", llcs)
+    for llc, (n, a, c) in sorted((checked or {}).items()):
+        print(
+            f"  LLC {llc}: nr_idle_scan changed {n} times; SIS_UTIL's formula at the next call"
+            f" gives it from util_avg {100 * a / n:.0f} %, from cpu_util_cfs {100 * c / n:.0f} %"
+        )
 
 
 def main():

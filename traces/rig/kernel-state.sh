@@ -8,6 +8,10 @@
 #   l<c> u<c> n<c>     CPU c's cfs_rq load_avg and its last_update_time, rq->nr_running
 #   f<c> d<c> w<c>     CPU c's current task: wakee_flips, wakee_flip_decay_ts, the pid of
 #                      its last_wakee (the waker is the current task of the probe's CPU)
+#   v<c> e<c> s<c>     CPU c's cfs_rq util_avg and util_est.enqueued (cpu_util_cfs takes
+#                      the larger), and its LLC's nr_idle_scan (SIS_UTIL's budget, set at
+#                      the LLC's periodic balance), on machines of at most 13 CPUs (a
+#                      kprobe takes at most 128 fetch arguments)
 #
 # Fields are found by offset (kprobes of 6.1 take no BTF names): the offsets come from
 # the kernel's BTF through pahole, per-CPU data through __per_cpu_offset and the
@@ -37,24 +41,31 @@ sys.exit(f"kernel-state.sh: no xz or gzip vmlinux found in {sys.argv[1]}")
 PY
 fi
 # offset STRUCT MEMBER: the member's byte offset, from pahole's `/* offset size */`.
+# awk reads to the end: leaving early would kill pahole with SIGPIPE, which pipefail
+# makes this script's failure.
 offset() {
     pahole -F btf -C "$1" "$vmlinux" |
-        awk -v m="$2" '$0 ~ "[ *]" m "( __attribute__.*)?;" { for (i = 1; i <= NF; i++) if ($i == "/*") { print $(i + 1); exit } }'
+        awk -v m="$2" '!done && $0 ~ "[ *]" m "( __attribute__.*)?;" { for (i = 1; i <= NF; i++) if ($i == "/*") { print $(i + 1); done = 1; break } }'
 }
 for s in "task_struct wakee_flips" "task_struct wakee_flip_decay_ts" "task_struct last_wakee" \
          "task_struct pid" "task_struct se" "sched_entity avg" "sched_avg load_avg" \
-         "sched_avg last_update_time" "rq nr_running" "rq cfs" "cfs_rq avg"; do
+         "sched_avg last_update_time" "sched_avg util_avg" "sched_avg util_est" "rq nr_running" "rq cfs" "cfs_rq avg" \
+         "sched_domain_shared nr_idle_scan"; do
     v=$(offset $s)
     [ -n "$v" ] || { echo "kernel-state.sh: no offset for $s in $kernel's BTF" >&2; exit 1; }
     eval "o_${s// /_}=$v"
 done
 cpu_load=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_load_avg))
 cpu_lut=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_last_update_time))
+cpu_util=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_util_avg))
+# util_est's first member is `enqueued`.
+cpu_util_est=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_util_est))
 cat <<GUEST
 T=/sys/kernel/tracing
 # current_task (to 6.1) or pcpu_hot, whose first member it became (6.2)
 RQ=\$(awk '\$3 == "runqueues" { print \$1 }' /proc/kallsyms)
 CT=\$(awk '\$3 == "current_task" || \$3 == "pcpu_hot" { print \$1; exit }' /proc/kallsyms)
+SDS=\$(awk '\$3 == "sd_llc_shared" { print \$1 }' /proc/kallsyms)
 args="gpid=+$o_task_struct_pid(%di):s32 pf=+$o_task_struct_wakee_flips(%di):u32 pdts=+$o_task_struct_wakee_flip_decay_ts(%di):u64 wf=%dx:u32 jif=@jiffies_64:u64"
 c=0
 while [ \$c -lt \$(nproc) ]; do
@@ -62,6 +73,9 @@ while [ \$c -lt \$(nproc) ]; do
     cur="+\$((0x\$CT))(\$b)"
     args="\$args l\$c=+\$((0x\$RQ + $cpu_load))(\$b):u64 u\$c=+\$((0x\$RQ + $cpu_lut))(\$b):u64 n\$c=+\$((0x\$RQ + $o_rq_nr_running))(\$b):u32"
     args="\$args f\$c=+$o_task_struct_wakee_flips(\$cur):u32 d\$c=+$o_task_struct_wakee_flip_decay_ts(\$cur):u64 w\$c=+$o_task_struct_pid(+$o_task_struct_last_wakee(\$cur)):s32"
+    if [ \$(nproc) -le 13 ]; then
+        args="\$args v\$c=+\$((0x\$RQ + $cpu_util))(\$b):u64 e\$c=+\$((0x\$RQ + $cpu_util_est))(\$b):u32 s\$c=+$o_sched_domain_shared_nr_idle_scan(+\$((0x\$SDS))(\$b)):s32"
+    fi
     c=\$((c + 1))
 done
 echo "p:kstate/select select_task_rq_fair \$args" >> \$T/kprobe_events || echo "rig: kernel state probe refused: \$(tail -2 \$T/error_log)"
