@@ -48,9 +48,14 @@ def kernel_rows(path):
                 flips >>= 1
             if last != wakee:
                 flips += 1
-            rows.append((round(ts * 1e6), waker, wakee, flips, int(kv["pf"])))
+            # Each CPU's LLC's nr_idle_scan, where the probe read it.
+            scan = [int(v) for k, v in sorted(kv.items()) if k[0] == "s" and k[1:].isdigit()]
+            scan = [int(kv[f"s{c}"]) for c in range(len(scan))]
+            rows.append((round(ts * 1e6), waker, wakee, flips, int(kv["pf"]), scan or None))
     return pl.DataFrame(
-        rows, schema=["us", "k_waker", "pid", "k_waker_flips", "k_wakee_flips"], orient="row"
+        rows,
+        schema=["us", "k_waker", "pid", "k_waker_flips", "k_wakee_flips", "k_nr_idle_scan"],
+        orient="row",
     )
 
 
@@ -89,6 +94,33 @@ def budget_check(path, llcs):
     return counts
 
 
+def sis_util_budgets(d, k):
+    """Replay's SIS_UTIL budget (the `budget` of `--decisions`) against the kernel's
+    nr_idle_scan of the target's LLC, over the searches that reached select_idle_cpu,
+    and the agreement with the kernel's CPU where the two are equal and where not. None
+    where the probe did not read nr_idle_scan or nothing replayed SIS_UTIL."""
+    if k["k_nr_idle_scan"].null_count() == k.height:
+        return None
+    d = d.filter((pl.col("policy") == "sis_util") & pl.col("budget").is_not_null())
+    if d.height == 0:
+        return None
+    d = d.with_columns(us=pl.col("ts_ns") // 1000).sort("us")
+    j = d.join_asof(k.sort("us"), on="us", by="pid", strategy="nearest", tolerance=500)
+    j = j.drop_nulls("k_nr_idle_scan").with_columns(
+        k_budget=pl.col("k_nr_idle_scan").list.get(pl.col("target")),
+        agree=pl.col("cpu") == pl.col("recorded_cpu"),
+    )
+    same = j.filter(pl.col("budget") == pl.col("k_budget"))
+    other = j.filter(pl.col("budget") != pl.col("k_budget"))
+    pct = lambda f: 100 * f["agree"].mean() if f.height else float("nan")
+    return (
+        f"  SIS_UTIL's budget the kernel's nr_idle_scan on {100 * same.height / j.height:.1f} % of"
+        f" {j.height} searches; the kernel's CPU chosen on {pct(same):.1f} % of those and"
+        f" {pct(other):.1f} % of the rest ({(~other['agree']).sum()} of"
+        f" {(~j['agree']).sum()} misses)"
+    )
+
+
 def wide(master, slave, llc):
     lo, hi = pl.min_horizontal(master, slave), pl.max_horizontal(master, slave)
     return (lo >= llc) & (hi >= lo * llc)
@@ -105,9 +137,10 @@ def compare(bundle, binary, replay_args):
             check=True, capture_output=True,
         )
         d = pl.read_csv(csv)
+    k = kernel_rows(bundle / "kernel-state.txt.gz")
+    budgets = sis_util_budgets(d, k)
     # Every policy's row of a wakeup carries the same flips.
     d = d.filter(pl.col("policy") == d["policy"][0]).with_columns(us=pl.col("ts_ns") // 1000)
-    k = kernel_rows(bundle / "kernel-state.txt.gz")
     j = d.sort("us").join_asof(
         k.sort("us"), on="us", by="pid", strategy="nearest", tolerance=500
     ).drop_nulls("k_wakee_flips")
@@ -138,6 +171,8 @@ def compare(bundle, binary, replay_args):
         f" kernel {total['k_wide']:.1f} %); by tenth: "
         + " ".join(f"{w:.0f}" for w in tenths["w"])
     )
+    if budgets is not None:
+        print(budgets)
     llcs = {}
     for c in cpus:
         llcs.setdefault(c["llc"], []).append(c["cpu"])

@@ -95,13 +95,17 @@ fn sis_util_misses_the_idle_cpu_and_the_idle_hint_finds_it() {
         .map(|l| l.split(',').collect())
         .collect();
     let by_policy = |p: &str| rows.iter().find(|r| r[5] == p).unwrap().clone();
-    // ts,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns
+    // ts,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,probed,search_ns,...,budget
     let u = by_policy("sis_util");
     assert_eq!((u[6], u[7], u[8]), ("0", "failed", "0"), "sis_util: {u:?}");
     let h = by_policy("sis_util_idle_hint");
     assert_eq!((h[6], h[7], h[8]), ("7", "cpu", "7"), "idle hint: {h:?}");
     let n = by_policy("no_limit");
     assert_eq!((n[6], n[7]), ("7", "cpu"));
+    // The budgets: seven of the eight CPUs busy for 400 ms put the LLC's average
+    // utilisation near 7/8 of 1024, past SIS_UTIL's 85.5 %, so nr_idle_scan is 0; no
+    // limit is the whole LLC of 8.
+    assert_eq!((u[14], n[14]), ("0", "8"), "budgets");
     // Counters: one search each; sis_util failed without scanning.
     let su = r.policies.iter().find(|p| p.policy == "sis_util").unwrap();
     assert_eq!(
@@ -478,6 +482,24 @@ fn parquet_decisions_hold_the_csv_rows() {
         .map(|l| l.split(',').map(str::to_string).collect())
         .collect();
     assert!(csv_rows.len() > 1000, "{} rows", csv_rows.len());
+    // The budget is there exactly where the search reached select_idle_cpu: the whole
+    // LLC (this machine's 2 CPUs) without a limit, at most that under SIS_UTIL.
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (policy, path, budget) = (col("policy"), col("path"), col("budget"));
+    let mut scanned = 0;
+    for r in &csv_rows {
+        let early = ["target", "prev", "recent", "kthread", "smt"].contains(&r[path].as_str());
+        assert_eq!(r[budget].is_empty(), early, "{r:?}");
+        if !early {
+            scanned += 1;
+            let b: u32 = r[budget].parse().unwrap();
+            match r[policy].as_str() {
+                "no_limit" => assert_eq!(b, 2, "{r:?}"),
+                _ => assert!(b <= 2, "{r:?}"),
+            }
+        }
+    }
+    assert!(scanned > 100, "{scanned} searches reached select_idle_cpu");
 
     let reader = SerializedFileReader::new(std::fs::File::open(&pq).unwrap()).unwrap();
     let fields = reader
@@ -494,7 +516,12 @@ fn parquet_decisions_hold_the_csv_rows() {
         .map(|row| {
             row.unwrap()
                 .get_column_iter()
-                .map(|(_, v)| v.to_string().trim_matches('"').to_string())
+                // A null (no budget: the search ended before select_idle_cpu) is the
+                // CSV's empty field.
+                .map(|(_, v)| match v {
+                    parquet::record::Field::Null => String::new(),
+                    v => v.to_string().trim_matches('"').to_string(),
+                })
                 .collect()
         })
         .collect();

@@ -48,9 +48,11 @@ impl<W: Write> CsvDecisions<W> {
     /// CPU, then the policy, its CPU, its search path, runqueues probed and search time
     /// (ns), then what every policy's search started from: the target, the step of
     /// select_task_rq_fair that chose it, and the waker's and wakee's flips wake_wide
-    /// compared (a miss is told from them: wake_wide's edge, or wake_affine's loads).
+    /// compared (a miss is told from them: wake_wide's edge, or wake_affine's loads);
+    /// last, the CPUs the policy let select_idle_cpu examine (empty where the search
+    /// ended before it).
     pub const HEADER: &'static str = "ts_ns,pid,waker_cpu,prev_cpu,recorded_cpu,policy,cpu,path,\
-         probed,search_ns,target,stage,waker_flips,wakee_flips";
+         probed,search_ns,target,stage,waker_flips,wakee_flips,budget";
 
     /// Writes to `out`; the header goes out with the first row, or at the end if none.
     pub fn new(out: W) -> CsvDecisions<W> {
@@ -110,9 +112,9 @@ impl<W: Write> DecisionObserver for CsvDecisions<W> {
         if self.with_policy {
             write!(self.out, "{policy},")?;
         }
-        writeln!(
+        write!(
             self.out,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},",
             d.cpu,
             d.path.name(),
             d.probed,
@@ -121,7 +123,11 @@ impl<W: Write> DecisionObserver for CsvDecisions<W> {
             w.affine_stage,
             w.flips.0,
             w.flips.1
-        )
+        )?;
+        match d.budget {
+            Some(b) => writeln!(self.out, "{b}"),
+            None => writeln!(self.out),
+        }
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
@@ -164,6 +170,7 @@ pub struct ParquetDecisions<W: Write + Send> {
     stage: Vec<&'static str>,
     waker_flips: Vec<u32>,
     wakee_flips: Vec<u32>,
+    budget: Vec<Option<u32>>,
 }
 
 impl<W: Write + Send> ParquetDecisions<W> {
@@ -198,6 +205,7 @@ impl<W: Write + Send> ParquetDecisions<W> {
             Field::new("stage", DataType::Utf8, false),
             u32f("waker_flips"),
             u32f("wakee_flips"),
+            Field::new("budget", DataType::UInt32, true),
         ]);
         let schema = Arc::new(Schema::new(fields));
         let writer =
@@ -219,6 +227,7 @@ impl<W: Write + Send> ParquetDecisions<W> {
             stage: Vec::new(),
             waker_flips: Vec::new(),
             wakee_flips: Vec::new(),
+            budget: Vec::new(),
         })
     }
 
@@ -245,6 +254,7 @@ impl<W: Write + Send> ParquetDecisions<W> {
             Arc::new(StringArray::from(std::mem::take(&mut self.stage))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.waker_flips))),
             Arc::new(UInt32Array::from(std::mem::take(&mut self.wakee_flips))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.budget))),
         ]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns)
             .expect("one array per column of the schema");
@@ -291,6 +301,7 @@ impl<W: Write + Send> DecisionObserver for ParquetDecisions<W> {
         self.stage.push(w.affine_stage);
         self.waker_flips.push(w.flips.0);
         self.wakee_flips.push(w.flips.1);
+        self.budget.push(d.budget);
         if self.ts_ns.len() >= PARQUET_BATCH_ROWS {
             self.flush()?;
         }

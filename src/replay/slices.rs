@@ -292,6 +292,7 @@ struct Row {
     path: Path,
     probed: u32,
     search_ns: u64,
+    budget: Option<u32>,
 }
 
 impl Row {
@@ -304,6 +305,7 @@ impl Row {
             counters: Default::default(),
             steps: Vec::new(),
             cleared_idle_cores: false,
+            budget: self.budget,
         };
         o.decision(&self.w, &self.policy, &d, &[])
     }
@@ -328,6 +330,7 @@ impl DecisionObserver for Rows {
             path: d.path,
             probed: d.probed,
             search_ns: d.search_ns,
+            budget: d.budget,
         });
         Ok(())
     }

@@ -146,6 +146,9 @@ pub struct Decision {
     /// The search looked for an idle core and found none: the kernel clears the LLC's
     /// has_idle_cores hint (set_idle_cores(target, false)).
     pub cleared_idle_cores: bool,
+    /// The CPUs the policy let select_idle_cpu examine (SIS_UTIL's nr_idle_scan, the LLC's
+    /// size without a limit); None when the search ended before select_idle_cpu.
+    pub budget: Option<u32>,
 }
 
 /// One search in progress: what it reads, and what it has counted, probed and noted so
@@ -160,6 +163,8 @@ struct Search<'a> {
     k: SisCounters,
     /// Runqueues examined in select_idle_cpu and select_idle_smt.
     probed: u32,
+    /// The policy's budget, once select_idle_cpu asked for it.
+    budget: Option<u32>,
 }
 
 impl Search<'_> {
@@ -194,6 +199,7 @@ impl Search<'_> {
             counters: self.k,
             steps: self.steps,
             cleared_idle_cores: false,
+            budget: self.budget,
         }
     }
 
@@ -425,6 +431,7 @@ pub fn select_idle_sibling(
             ..Default::default()
         },
         probed: 0,
+        budget: None,
     };
     if let Some((cpu, path)) = s.early_pick(w) {
         return s.done(cpu, path);
@@ -447,6 +454,7 @@ pub fn select_idle_sibling(
         idle_core: has_idle_core,
     };
     let budget = s.policy.budget(&ctx);
+    s.budget = Some(budget.cpus(ctx.llc_size));
     // Scan order: for_each_cpu_wrap from target + 1; target itself comes last.
     let after_target = match m.llc_idle().position(target) {
         Some(pos) => pos + 1,
@@ -575,6 +583,7 @@ mod tests {
             steps: Vec::new(),
             k: SisCounters::default(),
             probed: 0,
+            budget: None,
         }
     }
 
