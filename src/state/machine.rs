@@ -989,7 +989,7 @@ pub(crate) fn flip(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::event::build::{migrate, switch, wakeup, waking};
+    use crate::trace::event::build::{fork, migrate, switch, wakeup, waking};
     use crate::trace::Comm;
     use crate::wakeup::target::{choose_target, Waking};
 
@@ -1263,17 +1263,7 @@ mod tests {
         for (i, pid) in (200..220).enumerate() {
             m.record_wakee(2, pid, 10 + i as u64);
         }
-        let fork = Event {
-            ts: 50,
-            cpu: 0,
-            common_pid: 1,
-            kind: EventKind::Fork {
-                parent_comm: Comm::from_bytes(b"p"),
-                parent_pid: 1,
-                child_comm: Comm::from_bytes(b"c"),
-                child_pid: 10,
-            },
-        };
+        let fork = fork(50, 0, 1, 10);
         m.apply(&fork);
         assert_eq!(m.tasks[&10].wakee_flips, 5);
         assert_eq!(m.tasks[&10].last_wakee, 104);
@@ -1312,17 +1302,7 @@ mod tests {
     /// so wake_wide keeps 10 on prev.
     #[test]
     fn flips_assumed_before_the_trace_reach_the_tasks_forked_from_then() {
-        let fork = Event {
-            ts: 50,
-            cpu: 0,
-            common_pid: 1,
-            kind: EventKind::Fork {
-                parent_comm: Comm::from_bytes(b"p"),
-                parent_pid: 1,
-                child_comm: Comm::from_bytes(b"c"),
-                child_pid: 10,
-            },
-        };
+        let fork = fork(50, 0, 1, 10);
         let events = [
             switch(0, 0, 0, 0, 1),
             switch(0, 1, 0, 0, 2),
@@ -1417,17 +1397,6 @@ mod tests {
     fn the_age_of_the_last_halving_splits_the_children() {
         use crate::state::flips::{BeforeTrace, FlipsPass};
         let ms = 1_000_000u64;
-        let fork = |ts: u64, child_pid: i32| Event {
-            ts,
-            cpu: 0,
-            common_pid: 1,
-            kind: EventKind::Fork {
-                parent_comm: Comm::from_bytes(b"launcher"),
-                parent_pid: 1,
-                child_comm: Comm::from_bytes(b"child"),
-                child_pid,
-            },
-        };
         let waking = |ts: u64, pid: i32| Event {
             ts,
             cpu: 0,
@@ -1444,9 +1413,9 @@ mod tests {
         let events = [
             switch(t0, 0, 0, 0, 1),
             waking(t0 + 50 * ms, 5),
-            fork(t0 + 60 * ms, 10),
+            fork(t0 + 60 * ms, 0, 1, 10),
             waking(t0 + 150 * ms, 6),
-            fork(t0 + 160 * ms, 11),
+            fork(t0 + 160 * ms, 0, 1, 11),
         ];
         for (halved_ago_ns, want_10, want_11) in [(900 * ms, 9, 5), (0, 9, 10)] {
             let before = BeforeTrace {
@@ -1481,17 +1450,7 @@ mod tests {
     fn a_child_does_not_copy_the_wakings_of_its_parents_fork() {
         use crate::state::flips::{BeforeTrace, FlipsPass};
         let us = 1_000u64;
-        let fork = Event {
-            ts: 0,
-            cpu: 0,
-            common_pid: 1,
-            kind: EventKind::Fork {
-                parent_comm: Comm::from_bytes(b"launcher"),
-                parent_pid: 1,
-                child_comm: Comm::from_bytes(b"child"),
-                child_pid: 10,
-            },
-        };
+        let forked = fork(0, 0, 1, 10);
         let at = |ts: u64, e: &Event| Event { ts, ..e.clone() };
         let t0 = 10_000_000 * us;
         // Tasks 5, 6 and 7 sleep (5 in S, 6 and 7 in D); 1 runs on CPU 0.
@@ -1507,7 +1466,7 @@ mod tests {
             wake(t0 + 20 * us, 6),
             wake(t0 + 30 * us, 7),
         ];
-        let fork_at = |dt: u64| at(t0 + 30 * us + dt, &fork);
+        let fork_at = |dt: u64| at(t0 + 30 * us + dt, &forked);
         let cases: [(&str, Vec<Event>, u32); 4] = [
             ("forked 100 µs after", vec![fork_at(100 * us)], 1),
             ("forked 2 ms after", vec![fork_at(2_000 * us)], 3),

@@ -422,6 +422,21 @@ pub(crate) mod build {
         }
     }
 
+    /// sched_process_fork of `child` by `parent`, recorded on `cpu`.
+    pub fn fork(ts: u64, cpu: u32, parent: i32, child: i32) -> Event {
+        Event {
+            ts,
+            cpu,
+            common_pid: parent,
+            kind: EventKind::Fork {
+                parent_comm: comm(),
+                parent_pid: parent,
+                child_comm: comm(),
+                child_pid: child,
+            },
+        }
+    }
+
     /// sched_migrate_task of `pid` from `orig` to `dest`, recorded on `cpu`.
     pub fn migrate(ts: u64, cpu: u32, pid: i32, orig: u32, dest: u32) -> Event {
         Event {
