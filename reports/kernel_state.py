@@ -29,29 +29,33 @@ WF_TTWU = 0x08
 HZ = 250
 
 
-def kernel_rows(path):
-    """One row per wakeup selection: time (us), waker, wakee, and the flips wake_wide
-    compared (the waker's after record_wakee, as the probe reads them before it)."""
-    rows = []
+def probe_records(path):
+    """Each select_task_rq_fair probe line of a kernel-state file: the waking task, the
+    CPU, the time (s) and the fields read, by name."""
     with gzip.open(path, "rt") as f:
         for line in f:
             m = LINE.match(line)
-            if not m:
-                continue
-            waker, cpu, ts, rest = int(m[1]), int(m[2]), float(m[3]), m[4]
-            kv = dict(x.split("=", 1) for x in rest.split())
-            if int(kv["wf"]) & WF_TTWU == 0:
-                continue
-            wakee, jif = int(kv["gpid"]), int(kv["jif"])
-            flips, decay, last = int(kv[f"f{cpu}"]), int(kv[f"d{cpu}"]), int(kv[f"w{cpu}"])
-            if jif > decay + HZ:
-                flips >>= 1
-            if last != wakee:
-                flips += 1
-            # Each CPU's LLC's nr_idle_scan, where the probe read it.
-            scan = [int(v) for k, v in sorted(kv.items()) if k[0] == "s" and k[1:].isdigit()]
-            scan = [int(kv[f"s{c}"]) for c in range(len(scan))]
-            rows.append((round(ts * 1e6), waker, wakee, flips, int(kv["pf"]), scan or None))
+            if m:
+                yield int(m[1]), int(m[2]), float(m[3]), dict(x.split("=", 1) for x in m[4].split())
+
+
+def kernel_rows(records):
+    """One row per wakeup selection: time (us), waker, wakee, the flips wake_wide
+    compared (the waker's after record_wakee, as the probe reads them before it), and
+    each CPU's LLC's nr_idle_scan where the probe read it."""
+    rows = []
+    for waker, cpu, ts, kv in records:
+        if int(kv["wf"]) & WF_TTWU == 0:
+            continue
+        wakee, jif = int(kv["gpid"]), int(kv["jif"])
+        flips, decay, last = int(kv[f"f{cpu}"]), int(kv[f"d{cpu}"]), int(kv[f"w{cpu}"])
+        if jif > decay + HZ:
+            flips >>= 1
+        if last != wakee:
+            flips += 1
+        cpus = sum(1 for k in kv if k[0] == "l" and k[1:].isdigit())
+        scan = [int(kv[f"s{c}"]) for c in range(cpus)] if "s0" in kv else None
+        rows.append((round(ts * 1e6), waker, wakee, flips, int(kv["pf"]), scan))
     return pl.DataFrame(
         rows,
         schema=["us", "k_waker", "pid", "k_waker_flips", "k_wakee_flips", "k_nr_idle_scan"],
@@ -67,30 +71,25 @@ def nr_idle_scan(sum_util, weight, pct=117):
     return (1024 - tmp) * weight // 1024
 
 
-def budget_check(path, llcs):
+def budget_check(records, llcs):
     """Where the probe read every CPU's util_avg (v), util_est.enqueued (e) and its LLC's
     nr_idle_scan (s): at each change of an LLC's nr_idle_scan, whether SIS_UTIL's formula
     over the LLC's utilisation at the next call gives the new value, from util_avg alone
     and from cpu_util_cfs (the larger of the two, as replay takes it). None without them."""
     counts = {}
     last = {}
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            m = LINE.match(line)
-            if not m:
-                continue
-            kv = dict(x.split("=", 1) for x in m[4].split())
-            if "s0" not in kv:
-                return None
-            for llc, cpus in llcs.items():
-                now = int(kv[f"s{cpus[0]}"])
-                if llc in last and now != last[llc]:
-                    avg = sum(int(kv[f"v{c}"]) for c in cpus)
-                    cfs = sum(min(1024, max(int(kv[f"v{c}"]), int(kv[f"e{c}"]) & ~1)) for c in cpus)
-                    n, a, c = counts.get(llc, (0, 0, 0))
-                    w = len(cpus)
-                    counts[llc] = (n + 1, a + (nr_idle_scan(avg, w) == now), c + (nr_idle_scan(cfs, w) == now))
-                last[llc] = now
+    for _, _, _, kv in records:
+        if "s0" not in kv:
+            return None
+        for llc, cpus in llcs.items():
+            now = int(kv[f"s{cpus[0]}"])
+            if llc in last and now != last[llc]:
+                avg = sum(int(kv[f"v{c}"]) for c in cpus)
+                cfs = sum(min(1024, max(int(kv[f"v{c}"]), int(kv[f"e{c}"]) & ~1)) for c in cpus)
+                n, a, c = counts.get(llc, (0, 0, 0))
+                w = len(cpus)
+                counts[llc] = (n + 1, a + (nr_idle_scan(avg, w) == now), c + (nr_idle_scan(cfs, w) == now))
+            last[llc] = now
     return counts
 
 
@@ -137,7 +136,8 @@ def compare(bundle, binary, replay_args):
             check=True, capture_output=True,
         )
         d = pl.read_csv(csv)
-    k = kernel_rows(bundle / "kernel-state.txt.gz")
+    records = list(probe_records(bundle / "kernel-state.txt.gz"))
+    k = kernel_rows(records)
     budgets = sis_util_budgets(d, k)
     # Every policy's row of a wakeup carries the same flips.
     d = d.filter(pl.col("policy") == d["policy"][0]).with_columns(us=pl.col("ts_ns") // 1000)
@@ -176,7 +176,7 @@ def compare(bundle, binary, replay_args):
     llcs = {}
     for c in cpus:
         llcs.setdefault(c["llc"], []).append(c["cpu"])
-    checked = budget_check(bundle / "kernel-state.txt.gz", llcs)
+    checked = budget_check(records, llcs)
     for llc, (n, a, c) in sorted((checked or {}).items()):
         print(
             f"  LLC {llc}: nr_idle_scan changed {n} times; SIS_UTIL's formula at the next call"

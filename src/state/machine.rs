@@ -224,6 +224,13 @@ impl TaskState {
         }
     }
 
+    /// Takes `f` as its wake_wide memory.
+    fn set_flips(&mut self, f: Flips) {
+        self.wakee_flips = f.flips;
+        self.wakee_flip_decay_ts = f.decay_ts;
+        self.last_wakee = f.last_wakee;
+    }
+
     /// p->on_rq: runnable, on some runqueue.
     pub fn on_rq(&self) -> bool {
         self.rq.is_some()
@@ -390,8 +397,7 @@ impl Machine {
         let t = self.tasks.entry(pid).or_insert_with(|| {
             let mut t = TaskState::new(comm, now);
             let f = earlier.remove(&pid).unwrap_or_else(|| assumed.at(now));
-            (t.wakee_flips, t.wakee_flip_decay_ts, t.last_wakee) =
-                (f.flips, f.decay_ts, f.last_wakee);
+            t.set_flips(f);
             t
         });
         if t.comm != comm && comm != Comm::default() {
@@ -890,9 +896,7 @@ impl Machine {
         let t = self.task(child_pid, child_comm, now);
         t.recent_used_cpu = Some(parent_cpu);
         if let Some(f) = inherited {
-            t.wakee_flips = f.flips;
-            t.wakee_flip_decay_ts = f.decay_ts;
-            t.last_wakee = f.last_wakee;
+            t.set_flips(f);
         }
     }
 
