@@ -186,6 +186,15 @@ fn capture_hackbench(backend: &str) -> (std::collections::BTreeMap<String, u64>,
         }
     }
     assert!(cap["search_latency"]["why"].as_str().unwrap().len() > 10);
+    // The clock source the kernel's timekeeping ran on, as sysfs names it.
+    let clocksource =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap();
+    assert_eq!(
+        meta.extra.get("clocksource").map(String::as_str),
+        Some(clocksource.trim()),
+        "{backend}"
+    );
     // The capture starts its reader threads (one per CPU) once tracing is on, in both
     // backends, so what its main thread does to start them is in the trace: the workload
     // forked from that thread inherits its wakee flips, and the model sees them.

@@ -39,6 +39,17 @@ pub fn irq_time_accounting(release: Option<&str>) -> Option<bool> {
     Some(config_is_set(&text, "CONFIG_IRQ_TIME_ACCOUNTING"))
 }
 
+/// The clock source timekeeping runs on (current_clocksource), None where sysfs does not
+/// say. On x86 anything but `tsc` means the kernel found its TSC unstable, and then its
+/// scheduler clock (PELT's) only advances up to a tick past the last tick that came, so
+/// it stalls where ticks come late, which the trace's clock does not show.
+pub fn clocksource() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// Whether a kernel config sets `option` to y (an option it does not list is off).
 pub fn config_is_set(config: &str, option: &str) -> bool {
     config

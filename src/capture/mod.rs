@@ -909,6 +909,9 @@ fn write_capture(
     }
     meta.sched_features = record.sched_debug.features.value().map(str::to_string);
     meta.irq_time_accounting = machine::irq_time_accounting(meta.kernel_release.as_deref());
+    if let Some(c) = machine::clocksource() {
+        meta.extra.insert("clocksource".into(), c);
+    }
     meta.provenance = Provenance::Capture(Box::new(record));
     bundle::rewrite_meta(dest, &meta)?;
     Ok(meta)
