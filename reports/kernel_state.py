@@ -6,12 +6,15 @@ wakee_flips and the waking task's (with its last halving and last wakee, so that
 record_wakee can be applied as the kernel does). This sets replay's values (the
 `waker_flips` and `wakee_flips` of `replay --decisions`, flips before the trace fitted as
 by default) beside the kernel's, wakeup by wakeup, and says how often wake_wide decided
-alike.
+alike; where the probe read them, SIS_UTIL's budget beside the kernel's nr_idle_scan, and
+the woken task's util_avg against PELT run over the trace's own times (whether the
+kernel's scheduler clock kept to the trace's).
 
     python3 reports/kernel_state.py [--flips-before-trace X] BUNDLE...
     (SISREPLAY= the binary, default target/release/sisreplay)
 """
 
+import bisect
 import gzip
 import json
 import os
@@ -27,6 +30,9 @@ import polars as pl
 LINE = re.compile(r"\s*.+?-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): select: \(\S+\) (.*)")
 WF_TTWU = 0x08
 HZ = 250
+# PELT's y: a contribution halves in 32 periods of 1024 us.
+PELT_Y = 0.5 ** (1 / 32)
+PELT_PERIOD_NS = 1024 * 1024
 
 
 def probe_records(path):
@@ -91,6 +97,64 @@ def budget_check(records, llcs):
                 counts[llc] = (n + 1, a + (nr_idle_scan(avg, w) == now), c + (nr_idle_scan(cfs, w) == now))
             last[llc] = now
     return counts
+
+
+def task_util_check(records, events):
+    """Where the probe read the woken task's util_avg (pu) and its last update (plu): for
+    each task, from one wakeup to its next with exactly one sleep between, the kernel's
+    util at the second sleep against PELT run from the first over the trace's own run
+    and sleep times (running where the trace shows it switched in, decaying elsewhere;
+    continuous, so within a few units of the kernel's arithmetic). By whether the task
+    was preempted or migrated between: the classes where replay's timing of the signal
+    and the kernel's part. None without the fields."""
+    wakes = {}
+    for _, _, ts, kv in records:
+        if "pu" not in kv:
+            return None
+        if int(kv["wf"]) & WF_TTWU:
+            wakes.setdefault(int(kv["gpid"]), []).append((round(ts * 1e9), int(kv["pu"])))
+    ev = events.filter(pl.col("event").is_in(["sched_switch", "sched_migrate_task"])).select(
+        "ts_ns", "event", "pid", "prev_pid", "prev_state", "next_pid"
+    )
+    per_task = {}
+    for ts, event, pid, prev, state, nxt in ev.iter_rows():
+        if event == "sched_migrate_task":
+            per_task.setdefault(pid, []).append((ts, "migrate"))
+            continue
+        if nxt:
+            per_task.setdefault(nxt, []).append((ts, "in"))
+        if prev:
+            per_task.setdefault(prev, []).append((ts, "preempted" if state == 0 else "sleep"))
+    rows = []
+    for pid, ws in wakes.items():
+        seq = per_task.get(pid, [])
+        times = [t for t, _ in seq]
+        for (t0, u0), (t1, u1) in zip(ws, ws[1:]):
+            # From the sleep before the first wakeup to the one before the second.
+            a = bisect.bisect_left(times, t0) - 1
+            while a >= 0 and seq[a][1] != "sleep":
+                a -= 1
+            between = seq[a + 1 : bisect.bisect_left(times, t1)]
+            if a < 0 or [k for _, k in between if k == "sleep"] != ["sleep"] or between[-1][1] != "sleep":
+                continue
+            util, at, running = float(u0), seq[a][0], False
+            for t, kind in between:
+                decay = PELT_Y ** ((t - at) / PELT_PERIOD_NS)
+                util = 1024 - (1024 - util) * decay if running else util * decay
+                at, running = t, kind == "in"
+            kinds = {k for _, k in between}
+            rows.append(("preempted" in kinds, "migrate" in kinds, u1 - util))
+    if not rows:
+        return None
+    d = pl.DataFrame(rows, schema=["preempted", "migrated", "err"], orient="row")
+    out = []
+    for (pre, mig), g in sorted(d.group_by(["preempted", "migrated"]), key=lambda x: x[0]):
+        what = ("preempted" if pre else "not preempted") + (", migrated" if mig else "")
+        out.append(
+            f"    {what}: {g.height} runs, kernel minus PELT median {g['err'].median():+.1f},"
+            f" within 10 on {100 * (g['err'].abs() < 10).mean():.0f} %"
+        )
+    return "  the woken task's util_avg at its sleep against PELT over the trace's run time:\n" + "\n".join(out)
 
 
 def sis_util_budgets(d, k):
@@ -176,6 +240,9 @@ def compare(bundle, binary, replay_args):
     llcs = {}
     for c in cpus:
         llcs.setdefault(c["llc"], []).append(c["cpu"])
+    util = task_util_check(records, pl.read_parquet(bundle / "events.parquet"))
+    if util is not None:
+        print(util)
     checked = budget_check(records, llcs)
     for llc, (n, a, c) in sorted((checked or {}).items()):
         print(

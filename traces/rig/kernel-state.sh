@@ -4,6 +4,8 @@
 # every call what the trace cannot show and replay models:
 #
 #   gpid pf pdts       the task selected for: pid, p->wakee_flips, p->wakee_flip_decay_ts
+#   pu pe pw plu       its se.avg: util_avg, util_est.enqueued and .ewma (as its last
+#                      sleep left them), last_update_time
 #   wf jif             the wake flags and jiffies_64
 #   l<c> u<c> n<c>     CPU c's cfs_rq load_avg and its last_update_time, rq->nr_running
 #   f<c> d<c> w<c>     CPU c's current task: wakee_flips, wakee_flip_decay_ts, the pid of
@@ -11,7 +13,7 @@
 #   v<c> e<c> s<c>     CPU c's cfs_rq util_avg and util_est.enqueued (cpu_util_cfs takes
 #                      the larger), and its LLC's nr_idle_scan (SIS_UTIL's budget, set at
 #                      the LLC's periodic balance), on machines of at most 13 CPUs (a
-#                      kprobe takes at most 128 fetch arguments)
+#                      kprobe takes at most 128 fetch arguments: 9 + 9 per CPU)
 #
 # Fields are found by offset (kprobes of 6.1 take no BTF names): the offsets come from
 # the kernel's BTF through pahole, per-CPU data through __per_cpu_offset and the
@@ -60,6 +62,10 @@ cpu_lut=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_last_update_time))
 cpu_util=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_util_avg))
 # util_est's first member is `enqueued`.
 cpu_util_est=$((o_rq_cfs + o_cfs_rq_avg + o_sched_avg_util_est))
+task_util=$((o_task_struct_se + o_sched_entity_avg + o_sched_avg_util_avg))
+task_lut=$((o_task_struct_se + o_sched_entity_avg + o_sched_avg_last_update_time))
+# util_est is { enqueued, ewma }, 32 bits each.
+task_util_est=$((o_task_struct_se + o_sched_entity_avg + o_sched_avg_util_est))
 cat <<GUEST
 T=/sys/kernel/tracing
 # current_task (to 6.1) or pcpu_hot, whose first member it became (6.2)
@@ -67,6 +73,7 @@ RQ=\$(awk '\$3 == "runqueues" { print \$1 }' /proc/kallsyms)
 CT=\$(awk '\$3 == "current_task" || \$3 == "pcpu_hot" { print \$1; exit }' /proc/kallsyms)
 SDS=\$(awk '\$3 == "sd_llc_shared" { print \$1 }' /proc/kallsyms)
 args="gpid=+$o_task_struct_pid(%di):s32 pf=+$o_task_struct_wakee_flips(%di):u32 pdts=+$o_task_struct_wakee_flip_decay_ts(%di):u64 wf=%dx:u32 jif=@jiffies_64:u64"
+args="\$args pu=+$task_util(%di):u64 pe=+$task_util_est(%di):u32 pw=+$((task_util_est + 4))(%di):u32 plu=+$task_lut(%di):u64"
 c=0
 while [ \$c -lt \$(nproc) ]; do
     b="@__per_cpu_offset+\$((8 * c))"

@@ -168,7 +168,13 @@ fi
 # The kernel: built from source with --kernel, else the image linux-image-amd64 names,
 # fetched once.
 mkdir -p "$cache"
-append="console=ttyS0 quiet panic=-1 loglevel=3"
+# tsc=reliable: under TCG the guest otherwise marks its TSCs unsynchronised, falls back
+# to the HPET and leaves sched_clock unstable, so each CPU's rq clock (and with it PELT)
+# only advances up to a tick past the last tick that arrived: a late tick (a vCPU the
+# host did not run) stalls it while the trace's monotonic clock goes on. A machine with
+# a stable TSC keeps the two in step, and so does the guest with this (clock.txt:
+# "sched_clock: Marking stable"). Captures before it was added ran without.
+append="console=ttyS0 quiet panic=-1 loglevel=3 tsc=reliable"
 if [ -n "$kernel" ]; then
     if [ $check = 1 ]; then
         bash "$top/traces/rig/kernel/build.sh" --check "$kernel"
@@ -285,6 +291,8 @@ done
     echo 'echo Y > /sys/kernel/debug/sched/verbose'
     echo 'ls /sys/kernel/debug/sched/domains/cpu0 > /out/domains.txt 2>&1'
     echo 'cat /sys/kernel/debug/sched/domains/cpu0/domain*/name >> /out/domains.txt 2>&1'
+    # The clock source and whether sched_clock was marked stable.
+    echo '{ cat /sys/devices/system/clocksource/clocksource0/current_clocksource; dmesg | grep -i -E "tsc|sched_clock|clocksource"; } > /out/clock.txt 2>&1'
     # Which of the idle search's functions a probe can reach (out of line, traceable).
     echo 'T=/sys/kernel/tracing; for f in select_task_rq_fair select_idle_sibling select_idle_cpu select_idle_core select_idle_smt; do'
     echo '  k=$(grep -cE " $f(\.[a-z]+\.[0-9]+)?$" /proc/kallsyms); t=$(grep -cE "^$f(\.[a-z]+\.[0-9]+)?( |$)" $T/available_filter_functions)'
