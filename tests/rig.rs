@@ -876,6 +876,27 @@ fn flips_before_the_trace_are_fitted_to_the_trace() {
     }
 }
 
+/// reports/kernel_state.py on one capture of traces/rig/ground-truth (with this build's
+/// binary): what it prints, having checked that it succeeded.
+fn kernel_state_report(capture: &str) -> String {
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/rig/ground-truth")
+        .join(capture);
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/kernel_state.py"))
+        .arg(&bundle)
+        .env("SISREPLAY", env!("CARGO_BIN_EXE_sisreplay"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// Against the kernel's own record: hackbench captured with the kernel's wakee flips
 /// read at every select_task_rq_fair call (traces/rig/ground-truth, `rig.sh
 /// --kernel-state`). With the flips before the trace fitted, on the 2x4 SIS_UTIL capture
@@ -901,21 +922,7 @@ fn replays_wakee_flips_are_the_kernels_own() {
             99.0,
         ),
     ] {
-        let bundle = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("traces/rig/ground-truth")
-            .join(capture);
-        let out = std::process::Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/kernel_state.py"))
-            .arg(&bundle)
-            .env("SISREPLAY", env!("CARGO_BIN_EXE_sisreplay"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = kernel_state_report(capture);
         let pct = |after: &str| -> f64 {
             let rest = &text[text
                 .find(after)
@@ -939,22 +946,7 @@ fn replays_wakee_flips_are_the_kernels_own() {
 #[test]
 #[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn the_kernels_task_util_follows_the_trace_clock_when_the_guest_keeps_a_stable_one() {
-    let gt = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/rig/ground-truth/2x4");
-    let report = |capture: &str| {
-        let out = std::process::Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/kernel_state.py"))
-            .arg(gt.join(capture))
-            .env("SISREPLAY", env!("CARGO_BIN_EXE_sisreplay"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let text = report("rig-2x4-periodic-12tasks-sis_util-kstate-tsc-tracefs");
+    let text = kernel_state_report("2x4/rig-2x4-periodic-12tasks-sis_util-kstate-tsc-tracefs");
     // "    CLASS: N runs, kernel minus PELT median M, within 10 on P %"
     let class = |name: &str| -> (f64, f64) {
         let line = text
@@ -971,6 +963,6 @@ fn the_kernels_task_util_follows_the_trace_clock_when_the_guest_keeps_a_stable_o
     assert!(median.abs() <= 1.0 && within >= 90.0, "{text}");
     let (median, _) = class("not preempted, migrated");
     assert!(median > 2.0, "{text}");
-    let old = report("rig-2x4-periodic-12tasks-sis_util-kstate-tracefs");
+    let old = kernel_state_report("2x4/rig-2x4-periodic-12tasks-sis_util-kstate-tracefs");
     assert!(!old.contains("kernel minus PELT"), "{old}");
 }
