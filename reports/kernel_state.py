@@ -99,22 +99,24 @@ def budget_check(records, llcs):
     return counts
 
 
-def task_util_check(records, events):
-    """Where the probe read the woken task's util_avg (pu) and its last update (plu): for
-    each task, from one wakeup to its next with exactly one sleep between, the kernel's
-    util at the second sleep against PELT run from the first over the trace's own run
-    and sleep times (running where the trace shows it switched in, decaying elsewhere;
-    continuous, so within a few units of the kernel's arithmetic). By whether the task
-    was preempted or migrated between: the classes where replay's timing of the signal
-    and the kernel's part. None without the fields."""
+def task_util_check(records, events_path):
+    """Where the probe read the woken task's util_avg (pu): for each task, from one wakeup
+    to its next with exactly one sleep between, the kernel's util at the second sleep
+    against PELT run from the first over the trace's own run and sleep times (running
+    where the trace shows it switched in, decaying elsewhere; continuous, so within a few
+    units of the kernel's arithmetic), by whether the task was preempted or migrated
+    between. None without the field; the events are read only when it is there."""
+    if not records or "pu" not in records[0][3]:
+        return None
     wakes = {}
     for _, _, ts, kv in records:
-        if "pu" not in kv:
-            return None
         if int(kv["wf"]) & WF_TTWU:
             wakes.setdefault(int(kv["gpid"]), []).append((round(ts * 1e9), int(kv["pu"])))
-    ev = events.filter(pl.col("event").is_in(["sched_switch", "sched_migrate_task"])).select(
-        "ts_ns", "event", "pid", "prev_pid", "prev_state", "next_pid"
+    ev = (
+        pl.scan_parquet(events_path)
+        .filter(pl.col("event").is_in(["sched_switch", "sched_migrate_task"]))
+        .select("ts_ns", "event", "pid", "prev_pid", "prev_state", "next_pid")
+        .collect()
     )
     per_task = {}
     for ts, event, pid, prev, state, nxt in ev.iter_rows():
@@ -240,7 +242,7 @@ def compare(bundle, binary, replay_args):
     llcs = {}
     for c in cpus:
         llcs.setdefault(c["llc"], []).append(c["cpu"])
-    util = task_util_check(records, pl.read_parquet(bundle / "events.parquet"))
+    util = task_util_check(records, bundle / "events.parquet")
     if util is not None:
         print(util)
     checked = budget_check(records, llcs)
