@@ -136,6 +136,18 @@ impl Lookahead {
         }
     }
 
+    /// When set_task_cpu moved `pid` at the waking just popped: its sched_migrate_task
+    /// between that waking and the wakeup that ends it (see [`Lookahead::outcome`]). The
+    /// wakeup is queued to the new CPU right after, so that CPU turns busy to others'
+    /// searches then, not when this one's search began.
+    pub fn migrated_at(&self, pid: i32) -> Option<u64> {
+        let seq = *self.marks.get(&pid)?.front()?;
+        self.events
+            .range(..(seq - self.popped) as usize)
+            .find(|e| matches!(e.kind, EventKind::Migrate { pid: p, .. } if p == pid))
+            .map(|e| e.ts)
+    }
+
     /// The probes that follow a sched_waking (just popped) on `cpu`: select_task_rq runs in
     /// try_to_wake_up right after the tracepoint, with interrupts off, so nothing else of
     /// that CPU comes between the entry and the return. Another waking or switch on the

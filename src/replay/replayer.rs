@@ -145,6 +145,8 @@ struct Search {
     idle_scan: Option<Option<i32>>,
     /// The sched_waking was in the counted stretch.
     counted: bool,
+    /// When the kernel moved the wakee to the CPU it chose (its sched_migrate_task).
+    migrated_ns: Option<u64>,
 }
 
 /// Replays events pushed one at a time.
@@ -616,6 +618,9 @@ impl<'o> Replayer<'o> {
             idle_scan: (self.idle_scan_probes && selection.is_some())
                 .then(|| self.lookahead.idle_scan(waker_cpu, now)),
             counted: self.counting,
+            migrated_ns: (out.chosen != prev)
+                .then(|| self.lookahead.migrated_at(pid))
+                .flatten(),
         };
         if search.waking.now > now {
             self.searches.push(search);
@@ -651,6 +656,7 @@ impl<'o> Replayer<'o> {
             probe_ns,
             idle_scan,
             counted,
+            migrated_ns,
         } = search;
         let (now, waker_cpu, pid, prev) = (waking.now, waking.waker_cpu, waking.wakee, waking.prev);
         // A search of the warm-up decided after counting began is not counted.
@@ -719,11 +725,13 @@ impl<'o> Replayer<'o> {
         }
         note_recent_used(&mut self.machine, pid, &wakee);
         if ipi {
-            // Queued to the target by IPI when the search ends: not idle to others from
-            // then until activated. Searches that overlap this one still read it idle.
-            self.queueing.push((now + search_ns, pid, out.chosen));
-            self.queueing_due = self.queueing_due.min(now + search_ns);
-            if search_ns == 0 {
+            // Queued to the target by IPI when the search ends (and the wakee has been
+            // moved there, which the trace times): not idle to others from then until
+            // activated. Searches that overlap this one still read it idle.
+            let queued_at = (now + search_ns).max(migrated_ns.unwrap_or(0));
+            self.queueing.push((queued_at, pid, out.chosen));
+            self.queueing_due = self.queueing_due.min(queued_at);
+            if queued_at <= now {
                 self.queue_due_wakeups(now, None);
             }
         }
@@ -799,7 +807,7 @@ mod tests {
     use crate::policy::PolicySpec;
     use crate::replay::ReplayOptions;
     use crate::topology::Topology;
-    use crate::trace::event::build::{select_enter, switch, wakeup, waking};
+    use crate::trace::event::build::{migrate, select_enter, switch, wakeup, waking};
     use crate::wakeup::sis::Decision;
 
     /// The decisions a replay observed: (sched_waking time, CPU, path).
@@ -819,11 +827,8 @@ mod tests {
         }
     }
 
-    /// try_to_wake_up waits for a wakee still switching out on its CPU (p->on_cpu)
-    /// before select_task_rq: the search reads the machine at the probe's entry, after
-    /// prev went idle, not at the sched_waking.
-    #[test]
-    fn a_search_reads_the_machine_when_the_kernel_ran_it() {
+    /// A replay of one flat 4-CPU LLC whose kernel ran no_limit, with probes.
+    fn probed_no_limit(seen: &mut Seen) -> Replayer<'_> {
         let setup = Setup {
             topo: Topo::new(&Topology::flat(4), 4),
             kernel_release: Some("6.1.0".into()),
@@ -834,8 +839,48 @@ mod tests {
             idle_scan_probes: false,
             irq_pressure: true,
         };
+        Replayer::new(setup, &ReplayOptions::default(), vec![seen]).unwrap()
+    }
+
+    /// A remote wakeup makes its CPU busy to other searches (ttwu_pending) only once
+    /// try_to_wake_up has moved the wakee there and queued it, which the trace's
+    /// sched_migrate_task times; a search that runs before then still finds it idle.
+    #[test]
+    fn a_cpu_turns_busy_when_the_wakee_is_moved_there() {
         let mut seen = Seen::default();
-        let mut r = Replayer::new(setup, &ReplayOptions::default(), vec![&mut seen]).unwrap();
+        let mut r = probed_no_limit(&mut seen);
+        // 10 runs on CPU 0 and 11 on CPU 1; CPUs 2 and 3 are idle.
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            // 10 wakes 30 (slept on busy CPU 1): the scan from CPU 1 on takes CPU 2;
+            // the kernel moves 30 there at 9 us.
+            waking(900, 0, 10, 30, 1),
+            select_enter(1_000, 0, 1, 0x08),
+            // 11 wakes 31 (slept on CPU 2) at 5 us: CPU 2 is still idle then, so
+            // wake_affine_idle and select_idle_sibling take prev.
+            waking(4_900, 1, 11, 31, 2),
+            select_enter(5_000, 1, 2, 0x08),
+            migrate(9_000, 0, 30, 1, 2),
+            wakeup(50_000, 2, 0, 30, 2),
+            wakeup(60_000, 2, 0, 31, 2),
+            switch(70_000, 2, 0, 0, 30),
+        ];
+        events.push(switch(1_000_000_000, 1, 11, 0, 11));
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        // Taken as queued when 30's search ended (1.85 us), CPU 2 would be busy to 31's
+        // search, which would scan on to CPU 3.
+        assert_eq!(seen.0, vec![(900, 2, "cpu"), (4_900, 2, "target")]);
+    }
+
+    /// try_to_wake_up waits for a wakee still switching out on its CPU (p->on_cpu)
+    /// before select_task_rq: the search reads the machine at the probe's entry, after
+    /// prev went idle, not at the sched_waking.
+    #[test]
+    fn a_search_reads_the_machine_when_the_kernel_ran_it() {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
         // Every CPU busy: 10 on 0 (the waker), 20 on 1, 30 on 2 (the wakee), 40 on 3.
         let mut events = vec![
             switch(10, 0, 0, 0, 10),
