@@ -1,6 +1,7 @@
 //! The events after the one being replayed. A sched_waking learns its outcome from what
 //! follows it: the sched_wakeup that names the CPU the kernel chose (later, and on the
-//! target's buffer, when the wakeup went through the IPI wakelist), and the
+//! target's buffer, when the wakeup went through the IPI wakelist), the sched_migrate_task
+//! between the two that times when the wakee was queued there, and the
 //! select_task_rq_fair probes of a `--search-latency` capture. What is looked at depends
 //! on the events' times alone, never on how the trace was read in batches: the probes
 //! and the sched_wakeup of a waking within [`OUTCOME_HORIZON_NS`] of it.
