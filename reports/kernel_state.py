@@ -8,7 +8,10 @@ record_wakee can be applied as the kernel does). This sets replay's values (the
 by default) beside the kernel's, wakeup by wakeup, and says how often wake_wide decided
 alike; where the probe read them, SIS_UTIL's budget beside the kernel's nr_idle_scan, and
 the woken task's util_avg against PELT run over the trace's own times (whether the
-kernel's scheduler clock kept to the trace's).
+kernel's scheduler clock kept to the trace's); where a second probe recorded the periodic
+balances (find_busiest_group), which CPU balanced the LLC and when, against the rules
+replay balances by, and whether SIS_UTIL's formula over what that balance read gives the
+nr_idle_scan the next call sees.
 
     python3 reports/kernel_state.py [--flips-before-trace X] BUNDLE...
     (SISREPLAY= the binary, default target/release/sisreplay)
@@ -28,6 +31,9 @@ from pathlib import Path
 import polars as pl
 
 LINE = re.compile(r"\s*.+?-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): select: \(\S+\) (.*)")
+BALANCE = re.compile(r"\s*.+?-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): balance: \(\S+\) (.*)")
+# enum cpu_idle_type
+CPU_IDLE, CPU_NOT_IDLE, CPU_NEWLY_IDLE = 0, 1, 2
 WF_TTWU = 0x08
 HZ = 250
 # PELT's y: a contribution halves in 32 periods of 1024 us.
@@ -43,6 +49,100 @@ def probe_records(path):
             m = LINE.match(line)
             if m:
                 yield int(m[1]), int(m[2]), float(m[3]), dict(x.split("=", 1) for x in m[4].split())
+
+
+def balance_records(path):
+    """Each find_busiest_group probe line: the CPU it ran on, the time (ns) and the fields
+    read, by name (none on captures without the balance probe)."""
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            m = BALANCE.match(line)
+            if m:
+                yield int(m[2]), round(float(m[3]) * 1e9), dict(x.split("=", 1) for x in m[4].split())
+
+
+def softirqs_due(rows, events_path, llc_of):
+    """Of the trace's SCHED softirqs on a CPU whose LLC interval (as replay takes it, idle
+    or busy as the CPU's running task says) has passed since the kernel's last LLC
+    balance there: how many, and how many of them the kernel balanced in."""
+    ev = (
+        pl.scan_parquet(events_path)
+        .select("ts_ns", "cpu", "event", "vec", "next_pid")
+        .filter((pl.col("event") == "sched_switch") | ((pl.col("event") == "softirq_entry") & (pl.col("vec") == 7)))
+        .collect()
+    )
+    balanced = {}
+    for cpu, t, kv in rows:
+        balanced.setdefault(int(kv["dst"]), []).append(t)
+    curr, last, due, taken = {}, {}, 0, 0
+    for t, cpu, event, next_pid in ev.select("ts_ns", "cpu", "event", "next_pid").iter_rows():
+        if event == "sched_switch":
+            curr[cpu] = next_pid
+            continue
+        ts = balanced.get(cpu, [])
+        i = bisect.bisect_left(ts, t)
+        # The kernel's balance in this softirq, if it ran one (within 1 ms of its entry).
+        here = i < len(ts) and ts[i] - t < 1_000_000
+        j = bisect.bisect_left(ts, t) - 1
+        if j >= 0:
+            w = len(llc_of[cpu])
+            busy = curr.get(cpu, 0) != 0
+            interval = (16 * w - 1000 // HZ if busy else w) * 1_000_000
+            if t - ts[j] >= interval:
+                due += 1
+                taken += here
+    return due, taken
+
+
+def balance_check(balances, records, llcs, span, events_path):
+    """The LLC's periodic balances (its domain's span, not newly idle) within the trace's
+    `span` (first, last ns): how many ran on the balancing CPU itself and how many on
+    behalf of a tickless one, by whether that CPU was idle at its tick; the jiffies since
+    the domain's last balance against the interval replay takes (the LLC's weight in
+    ms idle, 16 times that less a jiffy busy); and whether SIS_UTIL's formula over what
+    the balance read gives the nr_idle_scan of the next select_task_rq_fair call. None
+    without the balance probe."""
+    weight = {len(c) for c in llcs.values()}
+    llc_of = {c: cpus for cpus in llcs.values() for c in cpus}
+    rows = [
+        (cpu, t, kv)
+        for cpu, t, kv in balances
+        if int(kv["w"]) in weight and int(kv["idle"]) != CPU_NEWLY_IDLE and span[0] <= t <= span[1]
+    ]
+    if not rows:
+        return None
+    own = sum(1 for cpu, _, kv in rows if cpu == int(kv["dst"]))
+    idle = sum(1 for _, _, kv in rows if int(kv["idle"]) == CPU_IDLE)
+    jiffy_ms = 1000 // HZ
+    early = 0
+    for _, _, kv in rows:
+        w = len(llc_of[int(kv["dst"])])
+        busy = int(kv["idle"]) != CPU_IDLE
+        interval = (16 * w - jiffy_ms if busy else w) // jiffy_ms
+        early += int(kv["jif"]) - int(kv["lb"]) < interval
+    times = [round(ts * 1e9) for _, _, ts, kv in records if "s0" in kv]
+    order = sorted(range(len(times)), key=times.__getitem__)
+    times = [times[i] for i in order]
+    after = [records[i][3] for i in order] if times else []
+    valid = checked = 0
+    for _, t, kv in rows:
+        d = int(kv["dst"])
+        cpus = llc_of[d]
+        su = sum(min(1024, max(int(kv[f"v{c}"]), int(kv[f"e{c}"]) & ~1)) for c in cpus)
+        i = bisect.bisect_right(times, t)
+        if i < len(times) and f"s{d}" in after[i]:
+            checked += 1
+            valid += nr_idle_scan(su, len(cpus)) == int(after[i][f"s{d}"])
+    n = len(rows)
+    due, taken = softirqs_due(rows, events_path, llc_of)
+    return (
+        f"  LLC balances in the trace: {n}, {100 * own / n:.1f} % on the balancing CPU itself"
+        f" ({n - own} on behalf of a tickless one), {100 * idle / n:.1f} % by a CPU idle at its"
+        f" tick; {100 * early / n:.1f} % came sooner than replay's interval allows (jiffies);"
+        f" SIS_UTIL's formula over what the balance read is the next call's nr_idle_scan on"
+        f" {valid} of {checked}; of the trace's {due} SCHED softirqs on a CPU whose interval"
+        f" had passed since its last balance, the kernel balanced in {taken}"
+    )
 
 
 def kernel_rows(records):
@@ -245,6 +345,15 @@ def compare(bundle, binary, replay_args):
     util = task_util_check(records, bundle / "events.parquet")
     if util is not None:
         print(util)
+    balanced = balance_check(
+        list(balance_records(bundle / "kernel-state.txt.gz")),
+        records,
+        llcs,
+        (meta["first_ts_ns"], meta["last_ts_ns"]),
+        bundle / "events.parquet",
+    )
+    if balanced is not None:
+        print(balanced)
     checked = budget_check(records, llcs)
     for llc, (n, a, c) in sorted((checked or {}).items()):
         print(

@@ -15,6 +15,17 @@
 #                      the LLC's periodic balance), on machines of at most 13 CPUs (a
 #                      kprobe takes at most 128 fetch arguments: 9 + 9 per CPU)
 #
+# and a second (`kstate/balance`) on find_busiest_group, which load_balance reaches once
+# should_we_balance has let this CPU balance the domain, and whose statistics pass sets
+# SIS_UTIL's nr_idle_scan at the LLC's level (update_idle_cpu_scan):
+#
+#   dst idle           the balancing CPU (on behalf of an idle one under nohz) and the
+#                      cpu_idle_type (0 idle, 1 not idle, 2 newly idle)
+#   w lb bi            the domain's span_weight, last_balance (jiffies, the balance
+#                      before this one) and balance_interval (ms)
+#   jif                jiffies_64
+#   v<c> e<c> s<c>     as above: what update_idle_cpu_scan reads, and its result before
+#
 # Fields are found by offset (kprobes of 6.1 take no BTF names): the offsets come from
 # the kernel's BTF through pahole, per-CPU data through __per_cpu_offset and the
 # per-CPU symbols' offsets, read from the guest's /proc/kallsyms at boot.
@@ -52,7 +63,8 @@ offset() {
 for s in "task_struct wakee_flips" "task_struct wakee_flip_decay_ts" "task_struct last_wakee" \
          "task_struct pid" "task_struct se" "sched_entity avg" "sched_avg load_avg" \
          "sched_avg last_update_time" "sched_avg util_avg" "sched_avg util_est" "rq nr_running" "rq cfs" "cfs_rq avg" \
-         "sched_domain_shared nr_idle_scan"; do
+         "sched_domain_shared nr_idle_scan" "lb_env sd" "lb_env dst_cpu" "lb_env idle" \
+         "sched_domain span_weight" "sched_domain last_balance" "sched_domain balance_interval"; do
     v=$(offset $s)
     [ -n "$v" ] || { echo "kernel-state.sh: no offset for $s in $kernel's BTF" >&2; exit 1; }
     eval "o_${s// /_}=$v"
@@ -86,6 +98,22 @@ while [ \$c -lt \$(nproc) ]; do
     c=\$((c + 1))
 done
 echo "p:kstate/select select_task_rq_fair \$args" >> \$T/kprobe_events || echo "rig: kernel state probe refused: \$(tail -2 \$T/error_log)"
+# find_busiest_group out of line, under its own name or a compiler's suffixed one.
+FBG=\$(awk '\$3 ~ /^find_busiest_group(\.|\$)/ { print \$3; exit }' /proc/kallsyms)
+sd="+$o_lb_env_sd(%di)"
+bargs="dst=+$o_lb_env_dst_cpu(%di):s32 idle=+$o_lb_env_idle(%di):u32 w=+$o_sched_domain_span_weight(\$sd):u32"
+bargs="\$bargs lb=+$o_sched_domain_last_balance(\$sd):u64 bi=+$o_sched_domain_balance_interval(\$sd):u32 jif=@jiffies_64:u64"
+c=0
+while [ \$c -lt \$(nproc) ] && [ \$(nproc) -le 13 ]; do
+    b="@__per_cpu_offset+\$((8 * c))"
+    bargs="\$bargs v\$c=+\$((0x\$RQ + $cpu_util))(\$b):u64 e\$c=+\$((0x\$RQ + $cpu_util_est))(\$b):u32 s\$c=+$o_sched_domain_shared_nr_idle_scan(+\$((0x\$SDS))(\$b)):s32"
+    c=\$((c + 1))
+done
+if [ -z "\$FBG" ]; then
+    echo "rig: find_busiest_group is not out of line: no balance probe"
+else
+    echo "p:kstate/balance \$FBG \$bargs" >> \$T/kprobe_events || echo "rig: balance probe refused: \$(tail -2 \$T/error_log)"
+fi
 mkdir -p \$T/instances/kstate
 echo mono > \$T/instances/kstate/trace_clock
 echo 16384 > \$T/instances/kstate/buffer_size_kb

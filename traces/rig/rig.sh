@@ -312,10 +312,10 @@ done
                 [ -z "$on" ] || echo "if $(for f in $on; do echo -n "has $f && "; done | sed 's/ && $//'); then"
                 echo "for f in $feats; do has \${f#NO_} && echo \$f > \$F; done"
                 echo "echo \"rig: $bundle: \$(cat \$F | tr ' ' '\n' | grep SIS_ | tr '\n' ' ')\""
-                [ -z "$kstate" ] || echo 'echo > $T/instances/kstate/trace; echo 1 > $T/instances/kstate/events/kstate/select/enable'
+                [ -z "$kstate" ] || echo 'echo > $T/instances/kstate/trace; echo 1 > $T/instances/kstate/events/kstate/enable'
                 echo "sisreplay capture --backend $b $probe_arg --duration ${seconds}s --buffer-kb 16384 -o /out/$bundle -- $wcmd > /out/$bundle.log 2>&1 || echo \"rig: $bundle failed\""
                 echo "killall -q perf hackbench periodic; tail -3 /out/$bundle.log"
-                [ -z "$kstate" ] || echo "echo 0 > \$T/instances/kstate/events/kstate/select/enable; [ ! -d /out/$bundle ] || gzip -1 < \$T/instances/kstate/trace > /out/$bundle/kernel-state.txt.gz"
+                [ -z "$kstate" ] || echo "echo 0 > \$T/instances/kstate/events/kstate/enable; [ ! -d /out/$bundle ] || gzip -1 < \$T/instances/kstate/trace > /out/$bundle/kernel-state.txt.gz"
                 [ -z "$on" ] || echo "else echo \"rig: $bundle skipped: the kernel has no ${on% }\"; fi"
             done
         done
