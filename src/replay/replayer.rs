@@ -438,6 +438,9 @@ impl<'o> Replayer<'o> {
             self.balancer
                 .softirq(&mut self.machine, policies, e.cpu, now);
         }
+        if let EventKind::Switch { next_pid, .. } = e.kind {
+            self.balancer.switched(e.cpu, next_pid);
+        }
         match &e.kind {
             EventKind::Waking(w) => self.on_waking(&e, w)?,
             EventKind::IdleScanEnter { .. } => {

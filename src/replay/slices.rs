@@ -121,12 +121,13 @@ pub fn replay_sliced(
                 vec: crate::abi::SCHED_SOFTIRQ,
             } = e.kind
             {
-                balancer.sched_softirq(e.cpu, e.ts, idle);
+                balancer.sched_softirq(e.cpu, e.ts);
             }
             if let EventKind::Switch { next_pid, .. } = e.kind {
                 if let Some(c) = curr.get_mut(e.cpu as usize) {
                     *c = next_pid;
                 }
+                balancer.switched(e.cpu, next_pid);
             }
             pass.apply(e);
         }

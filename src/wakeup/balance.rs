@@ -11,6 +11,15 @@
 //! Shared by decision replay and the simulator, so a policy's state evolves the same
 //! way in both.
 //!
+//! Where the trace shows the SCHED softirqs (run_rebalance_domains), a group balances in
+//! a softirq of one of its own CPUs, as the kernel's record of its balances shows
+//! (`traces/rig/rig.sh --kernel-state`: find_busiest_group on the 2x4 periodic load, 1,167
+//! of 1,178 LLC balances in the trace's span ran on the balancing CPU itself, 11 on behalf
+//! of a tickless one). Whether that CPU is busy is what its tick found (rq->idle_balance),
+//! before the wakeups the same interrupt makes: whether it was running a task, not
+//! whether one is queued there now. The busy interval is a jiffy short of 16 times the
+//! idle one, as get_sd_balance_interval makes it.
+//!
 //! The groups are the SMT cores; a cluster level (whose groups would be clusters) is not
 //! modelled.
 
@@ -19,6 +28,10 @@ use crate::state::Machine;
 
 /// sd->busy_factor: a busy CPU balances this many times less often.
 const BUSY_FACTOR: u64 = 16;
+
+/// One jiffy at CONFIG_HZ=250 (Debian's): get_sd_balance_interval takes one off a busy
+/// interval, so that the domains' balances do not keep coinciding.
+const JIFFY_NS: u64 = 4_000_000;
 
 /// One balancing group of an LLC domain and when it balances next.
 struct Group {
@@ -29,13 +42,17 @@ struct Group {
     of: u64,
     /// None until the first event: the schedule starts with the trace.
     next: Option<u64>,
+    /// sd->last_balance, where the trace's SCHED softirqs say when balances run; None
+    /// until the group's first softirq.
+    last: Option<u64>,
 }
 
-/// When each group balances next, and whether the trace's own SCHED_SOFTIRQs say when
-/// balances run (then the modelled schedule only says which are due).
+/// When each group balances next (or last balanced, where the trace's own SCHED_SOFTIRQs
+/// say when balances run), which CPUs run a task, and whether the softirqs decide.
 #[derive(Debug, Clone, Default)]
 pub struct Schedule {
-    next: Vec<Option<u64>>,
+    next: Vec<(Option<u64>, Option<u64>)>,
+    running: Vec<bool>,
     trace_driven: bool,
 }
 
@@ -49,6 +66,11 @@ pub struct Balancer {
     trace_driven: bool,
     /// Every CPU's capload after the last balance (0..1023).
     pub caploads: Vec<u32>,
+    /// Which CPUs run a task, as the trace's last switch on each says: what a CPU's tick
+    /// finds (rq->idle_balance), before the wakeups of the interrupt it comes in. Kept
+    /// here, handed over with the schedule, so that a replay starting partway knows it
+    /// for CPUs it has not yet seen switch.
+    running: Vec<bool>,
 }
 
 impl Balancer {
@@ -87,6 +109,7 @@ impl Balancer {
                     index: 0,
                     of: 0,
                     next: None,
+                    last: None,
                 });
             }
         }
@@ -102,6 +125,7 @@ impl Balancer {
             earliest: 0,
             trace_driven: false,
             caploads: vec![1023; m.topo.nr_cpus as usize],
+            running: vec![false; m.topo.nr_cpus as usize],
         }
     }
 
@@ -115,17 +139,21 @@ impl Balancer {
     /// takes over (see [`Balancer::set_schedule`]).
     pub fn schedule(&self) -> Schedule {
         Schedule {
-            next: self.groups.iter().map(|g| g.next).collect(),
+            next: self.groups.iter().map(|g| (g.next, g.last)).collect(),
+            running: self.running.clone(),
             trace_driven: self.trace_driven,
         }
     }
 
     /// Takes over a schedule another balancer kept over the events before these.
     pub fn set_schedule(&mut self, s: &Schedule) {
-        for (g, n) in self.groups.iter_mut().zip(&s.next) {
-            g.next = *n;
+        for (g, &(next, last)) in self.groups.iter_mut().zip(&s.next) {
+            (g.next, g.last) = (next, last);
         }
         self.trace_driven = s.trace_driven;
+        if s.running.len() == self.running.len() {
+            self.running.clone_from(&s.running);
+        }
         self.earliest = self.groups.iter().filter_map(|g| g.next).min().unwrap_or(0);
     }
 
@@ -170,27 +198,39 @@ impl Balancer {
         self.refresh_earliest();
     }
 
-    /// The groups a SCHED softirq on `cpu` at `now` balances, their schedule moved on:
-    /// run_rebalance_domains balances `cpu`'s own group when it is due, and, run by the
-    /// idle-balance CPU, the groups whose CPUs are all idle (tickless, balanced on their
-    /// behalf) when they are due. From the first such softirq on, balances run only
-    /// where the trace shows them.
-    pub fn sched_softirq(
-        &mut self,
-        cpu: u32,
-        now: u64,
-        is_idle: impl Fn(u32) -> bool,
-    ) -> Vec<usize> {
-        self.trace_driven = true;
-        let mut due = Vec::new();
-        for gi in 0..self.groups.len() {
-            let g = &self.groups[gi];
-            let on_behalf = g.cpus.iter().all(|&c| c != cpu && is_idle(c));
-            if (g.cpus.contains(&cpu) || on_behalf) && self.take_due(gi, now, &is_idle) {
-                due.push(gi);
-            }
+    /// A sched_switch on `cpu` to `next_pid` (0: its idle task).
+    pub fn switched(&mut self, cpu: u32, next_pid: i32) {
+        if let Some(r) = self.running.get_mut(cpu as usize) {
+            *r = next_pid != 0;
         }
-        due
+    }
+
+    /// The group a SCHED softirq on `cpu` at `now` balances, if its balance is due, its
+    /// schedule moved on: rebalance_domains balances `cpu`'s own group once the interval
+    /// since the group's last balance has passed: the LLC's weight in ms when `cpu` was
+    /// idle at its tick, busy_factor times that less a jiffy when it was running a task
+    /// (the group's first softirq only starts the count). From the first such softirq
+    /// on, balances run only where the trace shows them.
+    pub fn sched_softirq(&mut self, cpu: u32, now: u64) -> Option<usize> {
+        self.trace_driven = true;
+        let idle_at_tick = !self.running.get(cpu as usize).copied().unwrap_or(false);
+        let gi = self.groups.iter().position(|g| g.cpus.contains(&cpu))?;
+        let weight = self.llcs[self.groups[gi].llc].1.len() as u64;
+        let idle_ns = weight * 1_000_000;
+        let interval = if idle_at_tick {
+            idle_ns
+        } else {
+            (BUSY_FACTOR * idle_ns)
+                .saturating_sub(JIFFY_NS)
+                .max(idle_ns)
+        };
+        let g = &mut self.groups[gi];
+        let last = *g.last.get_or_insert(now);
+        if now < last + interval {
+            return None;
+        }
+        g.last = Some(now);
+        Some(gi)
     }
 
     /// Runs every balance due at `now` on the modelled schedule, telling each policy.
@@ -215,12 +255,9 @@ impl Balancer {
         // averages of its own CPU only (update_blocked_averages(this_cpu)); an SMT
         // sibling's signal, and what its removed load still holds, stay as its own
         // last update left them (a stalled vCPU's for tens of ms).
-        for gi in self.sched_softirq(cpu, now, |c| m.is_idle(c)) {
-            let own = self.groups[gi].cpus.contains(&cpu);
-            if own {
-                m.refresh(cpu, now);
-            }
-            self.balance(gi, m, &mut policies, now, !own);
+        if let Some(gi) = self.sched_softirq(cpu, now) {
+            m.refresh(cpu, now);
+            self.balance(gi, m, &mut policies, now, false);
         }
     }
 
@@ -317,49 +354,78 @@ mod tests {
         }
         let mut m = pulled_off_cpu_1(&topo);
         let mut b = Balancer::new(&m);
-        // The core's first sight: no balance due.
+        b.switched(0, 7);
+        b.switched(1, 6);
+        // The core's first softirq starts the count. Both CPUs run a task: an LLC of 2
+        // balances every 16 * 2 ms less a jiffy, 28 ms.
         b.softirq(&mut m, Vec::new(), 0, 5 * MS);
-        // Due (an LLC of 2: 2 ms on): the core balances, and as both its CPUs are busy,
-        // next 16 times that later.
-        b.softirq(&mut m, Vec::new(), 0, 8 * MS);
-        assert!(m.cpus[0].avg.last_update_ns > 8 * MS - 1024);
+        b.softirq(&mut m, Vec::new(), 0, 32 * MS);
+        assert!(m.cpus[0].avg.last_update_ns <= 4 * MS);
+        b.softirq(&mut m, Vec::new(), 0, 33 * MS);
+        assert!(m.cpus[0].avg.last_update_ns > 33 * MS - 1024);
         assert_eq!(m.cpus[1].removed.nr, 1);
         assert!(m.cpus[1].avg.last_update_ns <= 3 * MS);
         // CPU 1's own softirq, the core's balance due again, takes its removed load off.
-        b.softirq(&mut m, Vec::new(), 1, 39 * MS);
+        b.softirq(&mut m, Vec::new(), 1, 60 * MS);
         assert_eq!(m.cpus[1].removed.nr, 1);
-        b.softirq(&mut m, Vec::new(), 1, 40 * MS);
+        b.softirq(&mut m, Vec::new(), 1, 61 * MS);
         assert_eq!(m.cpus[1].removed.nr, 0);
     }
 
-    /// A trace with SCHED softirqs says when balances run: the CPU's own group when due,
-    /// and the all-idle groups (balanced on their behalf) when due; the modelled
-    /// schedule stops. Four single-CPU groups (LLC of 4: 4 ms idle, 64 ms busy), phases
-    /// 0, 16, 32 and 48 ms; CPUs 0 and 1 busy, 2 and 3 idle.
+    /// A trace with SCHED softirqs says when balances run: a CPU's softirq balances its
+    /// own group once the interval has passed, by whether the CPU was running a task;
+    /// the modelled schedule stops. Four single-CPU groups, an LLC of 4: 4 ms idle, 64 ms
+    /// less a jiffy (60 ms) busy.
     #[test]
     fn the_traces_sched_softirqs_run_the_balances() {
-        let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(4), 4));
-        for e in [switch(0, 0, 0, 0, 10), switch(0, 1, 0, 0, 11)] {
-            m.apply(&e);
-        }
-        let idle = |c: u32| c >= 2;
+        let m = Machine::new(Topo::new(&crate::topology::Topology::flat(4), 4));
         let mut b = Balancer::new(&m);
         assert!(b.due(0));
-        // First sight of groups 0, 2 and 3: first balances at 4, 4 + 32 and 4 + 48 ms.
-        assert!(b.sched_softirq(0, 0, idle).is_empty());
+        // CPU 0 runs task 10: its first softirq starts the count.
+        b.switched(0, 10);
+        assert_eq!(b.sched_softirq(0, 0), None);
         assert!(!b.due(10_000 * MS), "the modelled schedule has stopped");
-        assert_eq!(b.sched_softirq(0, 5 * MS, idle), vec![0]);
-        // Group 0 is busy: next at 5 + 64 ms. CPU 1's group is not CPU 0's to balance.
-        assert!(b.sched_softirq(0, 30 * MS, idle).is_empty());
-        assert_eq!(b.sched_softirq(0, 37 * MS, idle), vec![2]);
-        // CPU 1's group seen first now (due at 53 + 4 + 16 ms); group 2 due again (idle:
-        // every 4 ms), group 3 due for the first time.
-        assert_eq!(b.sched_softirq(1, 53 * MS, idle), vec![2, 3]);
-        // At 69 ms CPU 0's own (busy) group, and the idle ones again (next at 57 ms).
-        assert_eq!(b.sched_softirq(0, 69 * MS, idle), vec![0, 2, 3]);
-        // The schedule is handed over with the mode.
+        assert_eq!(b.sched_softirq(0, 5 * MS), None);
+        assert_eq!(b.sched_softirq(0, 59 * MS), None);
+        assert_eq!(b.sched_softirq(0, 60 * MS), Some(0));
+        // CPU 2, idle: every 4 ms; an idle CPU's softirq balances no other group.
+        assert_eq!(b.sched_softirq(2, 10 * MS), None);
+        assert_eq!(b.sched_softirq(2, 13 * MS), None);
+        assert_eq!(b.sched_softirq(2, 14 * MS), Some(2));
+        // CPU 0 idle since: its group is due 4 ms after its last balance.
+        b.switched(0, 0);
+        assert_eq!(b.sched_softirq(0, 63 * MS), None);
+        assert_eq!(b.sched_softirq(0, 64 * MS), Some(0));
+        // The schedule, and which CPUs run a task, are handed over with the mode.
+        b.switched(2, 11);
         let mut other = Balancer::new(&m);
         other.set_schedule(&b.schedule());
         assert!(!other.due(10_000 * MS));
+        assert_eq!(other.sched_softirq(2, 18 * MS), None, "CPU 2 runs task 11");
+        assert_eq!(other.sched_softirq(2, 74 * MS), Some(2));
+    }
+
+    /// Whether the softirq's CPU is busy is what its tick found: a CPU running its idle
+    /// task is idle to the balance though a wakeup in the same interrupt has queued a
+    /// task there. CPU 1 idle, task 9 woken onto it at 11 ms, before the softirq at 12.
+    #[test]
+    fn a_cpu_idle_at_its_tick_balances_at_the_idle_interval() {
+        let mut m = Machine::new(Topo::new(&crate::topology::Topology::flat(4), 4));
+        for e in [
+            switch(0, 1, 0, 0, 9),
+            switch(MS, 1, 9, 1, 0),
+            waking(11 * MS, 1, 0, 9, 1),
+            wakeup(11 * MS, 1, 0, 9, 1),
+        ] {
+            m.apply(&e);
+        }
+        assert!(!m.is_idle(1), "task 9 is queued on CPU 1");
+        assert!(m.cpus[1].avg.last_update_ns <= 11 * MS);
+        let mut b = Balancer::new(&m);
+        b.switched(1, 9);
+        b.switched(1, 0);
+        b.softirq(&mut m, Vec::new(), 1, 6 * MS);
+        b.softirq(&mut m, Vec::new(), 1, 12 * MS);
+        assert!(m.cpus[1].avg.last_update_ns > 12 * MS - 1024);
     }
 }
