@@ -72,7 +72,7 @@ def softirqs_due(rows, events_path, llc_of):
         .collect()
     )
     balanced = {}
-    for cpu, t, kv in rows:
+    for _, t, kv in rows:
         balanced.setdefault(int(kv["dst"]), []).append(t)
     curr, last, due, taken = {}, {}, 0, 0
     for t, cpu, event, next_pid in ev.select("ts_ns", "cpu", "event", "next_pid").iter_rows():
@@ -81,16 +81,16 @@ def softirqs_due(rows, events_path, llc_of):
             continue
         ts = balanced.get(cpu, [])
         i = bisect.bisect_left(ts, t)
+        if i == 0:
+            continue
         # The kernel's balance in this softirq, if it ran one (within 1 ms of its entry).
         here = i < len(ts) and ts[i] - t < 1_000_000
-        j = bisect.bisect_left(ts, t) - 1
-        if j >= 0:
-            w = len(llc_of[cpu])
-            busy = curr.get(cpu, 0) != 0
-            interval = (16 * w - 1000 // HZ if busy else w) * 1_000_000
-            if t - ts[j] >= interval:
-                due += 1
-                taken += here
+        w = len(llc_of[cpu])
+        busy = curr.get(cpu, 0) != 0
+        interval = (16 * w - 1000 // HZ if busy else w) * 1_000_000
+        if t - ts[i - 1] >= interval:
+            due += 1
+            taken += here
     return due, taken
 
 
@@ -120,10 +120,10 @@ def balance_check(balances, records, llcs, span, events_path):
         busy = int(kv["idle"]) != CPU_IDLE
         interval = (16 * w - jiffy_ms if busy else w) // jiffy_ms
         early += int(kv["jif"]) - int(kv["lb"]) < interval
-    times = [round(ts * 1e9) for _, _, ts, kv in records if "s0" in kv]
-    order = sorted(range(len(times)), key=times.__getitem__)
-    times = [times[i] for i in order]
-    after = [records[i][3] for i in order] if times else []
+    # The select_task_rq_fair calls that read nr_idle_scan, in time order.
+    calls = sorted(((round(ts * 1e9), kv) for _, _, ts, kv in records if "s0" in kv), key=lambda c: c[0])
+    times = [t for t, _ in calls]
+    after = [kv for _, kv in calls]
     valid = checked = 0
     for _, t, kv in rows:
         d = int(kv["dst"])

@@ -621,7 +621,8 @@ impl<'o> Replayer<'o> {
             idle_scan: (self.idle_scan_probes && selection.is_some())
                 .then(|| self.lookahead.idle_scan(waker_cpu, now)),
             counted: self.counting,
-            migrated_ns: (out.chosen != prev)
+            // Only a wakeup queued to another CPU by IPI uses it.
+            migrated_ns: (out.chosen != prev && ipi)
                 .then(|| self.lookahead.migrated_at(pid))
                 .flatten(),
         };

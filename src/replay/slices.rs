@@ -110,13 +110,10 @@ pub fn replay_sliced(
     let mut schedules = Vec::with_capacity(froms.len());
     let mut pass = FlipsPass::new(setup.probes, opts.flips_before_trace);
     let mut balancer = Balancer::new(&Machine::new(setup.topo.clone()));
-    // Which task each CPU runs: a CPU running its idle task is taken as idle.
-    let mut curr = vec![0i32; nr_cpus as usize];
     let mut at = 0;
     for &from in &froms {
         for e in &events[at.min(from)..from] {
-            let idle = |c: u32| curr.get(c as usize).is_none_or(|&p| p == 0);
-            balancer.advance(e.ts, idle);
+            balancer.advance(e.ts);
             if let EventKind::SoftirqEntry {
                 vec: crate::abi::SCHED_SOFTIRQ,
             } = e.kind
@@ -124,9 +121,6 @@ pub fn replay_sliced(
                 balancer.sched_softirq(e.cpu, e.ts);
             }
             if let EventKind::Switch { next_pid, .. } = e.kind {
-                if let Some(c) = curr.get_mut(e.cpu as usize) {
-                    *c = next_pid;
-                }
                 balancer.switched(e.cpu, next_pid);
             }
             pass.apply(e);

@@ -186,12 +186,15 @@ impl Balancer {
             .unwrap_or(u64::MAX);
     }
 
-    /// Keeps the schedule alone, as [`Balancer::tick`] moves it, with `is_idle` telling
-    /// which CPUs are idle: a cheap pass that only follows when the balances come.
-    pub fn advance(&mut self, now: u64, is_idle: impl Fn(u32) -> bool) {
+    /// Keeps the schedule alone, as [`Balancer::tick`] moves it, with a CPU taken as idle
+    /// when the switches say it runs its idle task: a cheap pass that only follows when
+    /// the balances come.
+    pub fn advance(&mut self, now: u64) {
         if !self.due(now) {
             return;
         }
+        let running = self.running.clone();
+        let is_idle = |c: u32| !running.get(c as usize).copied().unwrap_or(false);
         for gi in 0..self.groups.len() {
             self.take_due(gi, now, &is_idle);
         }

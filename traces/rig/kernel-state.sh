@@ -86,6 +86,8 @@ CT=\$(awk '\$3 == "current_task" || \$3 == "pcpu_hot" { print \$1; exit }' /proc
 SDS=\$(awk '\$3 == "sd_llc_shared" { print \$1 }' /proc/kallsyms)
 args="gpid=+$o_task_struct_pid(%di):s32 pf=+$o_task_struct_wakee_flips(%di):u32 pdts=+$o_task_struct_wakee_flip_decay_ts(%di):u64 wf=%dx:u32 jif=@jiffies_64:u64"
 args="\$args pu=+$task_util(%di):u64 pe=+$task_util_est(%di):u32 pw=+$((task_util_est + 4))(%di):u32 plu=+$task_lut(%di):u64"
+# What SIS_UTIL's update reads, per CPU: read by both probes.
+util=
 c=0
 while [ \$c -lt \$(nproc) ]; do
     b="@__per_cpu_offset+\$((8 * c))"
@@ -93,22 +95,16 @@ while [ \$c -lt \$(nproc) ]; do
     args="\$args l\$c=+\$((0x\$RQ + $cpu_load))(\$b):u64 u\$c=+\$((0x\$RQ + $cpu_lut))(\$b):u64 n\$c=+\$((0x\$RQ + $o_rq_nr_running))(\$b):u32"
     args="\$args f\$c=+$o_task_struct_wakee_flips(\$cur):u32 d\$c=+$o_task_struct_wakee_flip_decay_ts(\$cur):u64 w\$c=+$o_task_struct_pid(+$o_task_struct_last_wakee(\$cur)):s32"
     if [ \$(nproc) -le 13 ]; then
-        args="\$args v\$c=+\$((0x\$RQ + $cpu_util))(\$b):u64 e\$c=+\$((0x\$RQ + $cpu_util_est))(\$b):u32 s\$c=+$o_sched_domain_shared_nr_idle_scan(+\$((0x\$SDS))(\$b)):s32"
+        util="\$util v\$c=+\$((0x\$RQ + $cpu_util))(\$b):u64 e\$c=+\$((0x\$RQ + $cpu_util_est))(\$b):u32 s\$c=+$o_sched_domain_shared_nr_idle_scan(+\$((0x\$SDS))(\$b)):s32"
     fi
     c=\$((c + 1))
 done
-echo "p:kstate/select select_task_rq_fair \$args" >> \$T/kprobe_events || echo "rig: kernel state probe refused: \$(tail -2 \$T/error_log)"
+echo "p:kstate/select select_task_rq_fair \$args\$util" >> \$T/kprobe_events || echo "rig: kernel state probe refused: \$(tail -2 \$T/error_log)"
 # find_busiest_group out of line, under its own name or a compiler's suffixed one.
 FBG=\$(awk '\$3 ~ /^find_busiest_group(\.|\$)/ { print \$3; exit }' /proc/kallsyms)
 sd="+$o_lb_env_sd(%di)"
 bargs="dst=+$o_lb_env_dst_cpu(%di):s32 idle=+$o_lb_env_idle(%di):u32 w=+$o_sched_domain_span_weight(\$sd):u32"
-bargs="\$bargs lb=+$o_sched_domain_last_balance(\$sd):u64 bi=+$o_sched_domain_balance_interval(\$sd):u32 jif=@jiffies_64:u64"
-c=0
-while [ \$c -lt \$(nproc) ] && [ \$(nproc) -le 13 ]; do
-    b="@__per_cpu_offset+\$((8 * c))"
-    bargs="\$bargs v\$c=+\$((0x\$RQ + $cpu_util))(\$b):u64 e\$c=+\$((0x\$RQ + $cpu_util_est))(\$b):u32 s\$c=+$o_sched_domain_shared_nr_idle_scan(+\$((0x\$SDS))(\$b)):s32"
-    c=\$((c + 1))
-done
+bargs="\$bargs lb=+$o_sched_domain_last_balance(\$sd):u64 bi=+$o_sched_domain_balance_interval(\$sd):u32 jif=@jiffies_64:u64\$util"
 if [ -z "\$FBG" ]; then
     echo "rig: find_busiest_group is not out of line: no balance probe"
 else
