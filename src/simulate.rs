@@ -753,6 +753,14 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
              the model's constants",
             res.delays_traced, res.delays_drawn, res.delays_fixed
         );
+        if res.hidden_writes > 0 {
+            let _ = writeln!(
+                out,
+                "Sleeps of readers fed by several writers ended by a write the trace hid: {} \
+                 (of {} wakeups)",
+                res.hidden_writes, own.stats.wakeups
+            );
+        }
     }
 }
 

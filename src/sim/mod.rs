@@ -40,6 +40,7 @@ use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
 use crate::state::{Change, Machine, Topo};
+use crate::synth::streams::Streams;
 use crate::synth::{Start, Step, Workload, FORK_INTERVAL_NS};
 use crate::topology::Topology;
 use crate::trace::{Comm, Event, EventKind, Wake};
@@ -214,6 +215,10 @@ pub struct SimResult {
     /// The same over the warm-up too: what a replay of the whole bundle meets.
     #[serde(default)]
     pub wakeup_collisions_with_warmup: u64,
+    /// Sleeps of a stream's reader ended by a write the trace hid (see
+    /// [`crate::synth::streams`]).
+    #[serde(default)]
+    pub hidden_writes: u64,
     /// When the last task finished, for workloads whose tasks end (a traced run); None
     /// when work remained at the end of the duration.
     pub finished_ns: Option<u64>,
@@ -275,6 +280,7 @@ impl SimResult {
             remote_rq_locks: 0,
             wakeup_collisions: 0,
             wakeup_collisions_with_warmup: 0,
+            hidden_writes: 0,
             rq_lock_waits: 0,
             rq_lock_wait_ns: 0,
             finished_ns: None,
@@ -356,6 +362,11 @@ struct Task {
     /// kept for its next sleep (a traced task's timed sleep was ended by an interrupt,
     /// not by the wake that follows it).
     timed: bool,
+    /// When it last went to sleep waiting for a wake (a Sleep step).
+    slept_at: u64,
+    /// Sleeps a stream's hidden write ended (see [`crate::synth::streams`]), each owed
+    /// one traced wakeup that would have ended it: absorbed when it finds the task awake.
+    hidden_woken: u32,
 }
 
 /// Who wakes a task, as the wakeup's events and its selection see it.
@@ -610,6 +621,8 @@ pub struct Sim {
     in_flight: Vec<u32>,
     /// Wakeup collisions since the start, warm-up included.
     collisions_with_warmup: u64,
+    /// Writers and readers whose writes the trace hides.
+    streams: Streams,
     result: SimResult,
 }
 
@@ -749,6 +762,8 @@ impl Sim {
                 delayed: false,
                 unborn: matches!(t.start, Start::At { .. } | Start::Forked),
                 timed: false,
+                slept_at: 0,
+                hidden_woken: 0,
             })
             .collect();
         let v0 = if opts.scheduler.is_eevdf() {
@@ -757,6 +772,11 @@ impl Sim {
             0
         };
         let result = SimResult::empty(&workload, &opts, nr);
+        let streams = if workload.wakes_counted {
+            Streams::of(&workload)
+        } else {
+            Streams::default()
+        };
         let mut m = Machine::new(topo);
         m.flips_before_trace = opts.flips_before_trace;
         Ok(Sim {
@@ -782,6 +802,7 @@ impl Sim {
             last_stamp: 0,
             in_flight: vec![0; nr as usize],
             collisions_with_warmup: 0,
+            streams,
             result,
             opts,
         })
@@ -1189,6 +1210,13 @@ impl Sim {
                 Step::Run(_) => {}
                 Step::Count => self.result.units += 1,
                 Step::Wake { task: target, sync } => {
+                    self.hidden_writes(t, target, cpu, sync, now);
+                    if self.cpus[cpu as usize].curr != Some(t) {
+                        // Preempted by a reader its hidden write woke: the traced
+                        // wakeup waits for its return.
+                        self.tasks[t].pc -= 1;
+                        return;
+                    }
                     self.wake(target, Some((t, cpu, sync)), now);
                     if self.cpus[cpu as usize].curr != Some(t) {
                         // Preempted by its own wakee.
@@ -1216,6 +1244,7 @@ impl Sim {
                         self.dequeue_sleeper(cpu, t, now);
                     }
                     self.tasks[t].state = State::Sleeping;
+                    self.tasks[t].slept_at = now;
                     self.switch_to_next(cpu, now, Some(t), 1);
                     return;
                 }
@@ -1306,6 +1335,11 @@ impl Sim {
             return;
         }
         if self.tasks[t].state != State::Sleeping || self.tasks[t].unborn {
+            if by.is_some() && self.tasks[t].hidden_woken > 0 {
+                // The write that woke it was this one, put earlier.
+                self.tasks[t].hidden_woken -= 1;
+                return;
+            }
             self.keep_wake_pending(t);
             return;
         }
@@ -1392,6 +1426,33 @@ impl Sim {
         let v = self.enqueue_woken(t, dest, now);
         self.tasks[t].woken_at = Some(waking_at);
         self.check_preempt_wakeup(dest, waker_cpu, t, v, waking_at, now);
+    }
+
+    /// Writer `w`, about to wake `visible` as the trace shows, is in its write loop: it
+    /// also writes to its other readers, and wakes those that have slept long enough
+    /// (see [`crate::synth::streams`]).
+    fn hidden_writes(&mut self, w: usize, visible: usize, cpu: u32, sync: bool, now: u64) {
+        let after = self.streams.after_ns(w);
+        for k in 0..self.streams.readers(w).len() {
+            let r = self.streams.readers(w)[k];
+            let tr = &self.tasks[r];
+            let waiting = tr.state == State::Sleeping
+                && !(tr.exited || tr.timed || tr.unborn || tr.delayed)
+                && tr
+                    .pc
+                    .checked_sub(1)
+                    .map(|k| self.workload.tasks[r].steps.get(k))
+                    == Some(Some(&Step::Sleep));
+            if r == visible || !waiting || now.saturating_sub(tr.slept_at) < after {
+                continue;
+            }
+            self.tasks[r].hidden_woken += 1;
+            self.result.hidden_writes += 1;
+            self.wake(r, Some((w, cpu, sync)), now);
+            if self.cpus[cpu as usize].curr != Some(w) {
+                return;
+            }
+        }
     }
 
     /// A wakeup that found `t` awake is kept for its next sleep (one only, unless the
@@ -1973,6 +2034,78 @@ mod tests {
         sim.enter(1, 2 * MS);
         assert_eq!(sim.cpus[1].rq, vec![1]);
         assert!(!sim.tasks[1].unborn);
+    }
+
+    /// Writers 0 and 1 both write to readers 2 and 3 (hackbench's senders and
+    /// receivers). Reader 2 sleeps at 0. Writer 0 (4 ms of CPU per traced write) wakes
+    /// reader 3: reader 2 is woken too once it has slept HIDDEN_WRITE_PERIODS write
+    /// periods, not before; the traced wakeup by writer 1 that would have ended that
+    /// sleep then finds it awake and is absorbed, not kept for its next sleep.
+    #[test]
+    fn a_stream_writer_wakes_its_other_sleeping_readers() {
+        use crate::synth::streams::HIDDEN_WRITE_PERIODS;
+        let wake = |task| Step::Wake { task, sync: true };
+        let spec = |steps| TaskSpec {
+            comm: "hackbench".into(),
+            pid: None,
+            steps,
+            looping: false,
+            start: Start::Runnable { cpu: None },
+            pinned: None,
+        };
+        let tasks = vec![
+            spec(vec![Step::Run(4 * MS), wake(2), Step::Run(4 * MS), wake(3)]),
+            spec(vec![Step::Run(MS), wake(3), Step::Run(MS), wake(2)]),
+            spec(vec![Step::Sleep, Step::Run(MS), Step::Sleep, Step::Run(MS)]),
+            spec(vec![Step::Sleep, Step::Run(MS), Step::Sleep]),
+        ];
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let opts = SimOptions::with_defaults(Topology::flat(4), "sis_util", 0, 100 * MS);
+        let mut sim = Sim::new(w, opts).unwrap();
+        assert_eq!(sim.streams.readers(0), &[2, 3]);
+        let after = 4 * MS * HIDDEN_WRITE_PERIODS;
+        running(&mut sim, 0, 0, 0, 0);
+        for r in [2, 3] {
+            sim.tasks[r].state = State::Sleeping;
+            sim.tasks[r].pc = 1;
+            sim.tasks[r].slept_at = 0;
+        }
+        sim.hidden_writes(0, 3, 0, true, after - 1);
+        assert_eq!(
+            sim.tasks[2].state,
+            State::Sleeping,
+            "slept too short a time"
+        );
+        assert_eq!(sim.result.hidden_writes, 0);
+        sim.hidden_writes(0, 3, 0, true, after);
+        assert_ne!(sim.tasks[2].state, State::Sleeping);
+        assert_eq!(
+            sim.tasks[3].state,
+            State::Sleeping,
+            "the traced wakeup's own reader"
+        );
+        assert_eq!(
+            (sim.tasks[2].hidden_woken, sim.result.hidden_writes),
+            (1, 1)
+        );
+        // Writer 1's traced wakeup of reader 2 was that write: absorbed.
+        sim.wake(2, Some((1, 1, true)), after + MS);
+        assert_eq!(
+            (sim.tasks[2].hidden_woken, sim.tasks[2].wake_pending),
+            (0, 0)
+        );
+        // The next finds it awake with nothing owed: kept for its next sleep.
+        sim.wake(2, Some((1, 1, true)), after + 2 * MS);
+        assert_eq!(sim.tasks[2].wake_pending, 1);
+        // A reader in a timed sleep waits for its timer.
+        sim.tasks[3].timed = true;
+        sim.hidden_writes(0, 2, 0, true, 2 * after);
+        assert_eq!(sim.tasks[3].state, State::Sleeping);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod exchange;
 pub mod feasible;
 pub mod interrupted;
 pub mod steps;
+pub mod streams;
 pub mod traced;
 
 /// One step of a task's loop.
