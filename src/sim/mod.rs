@@ -365,7 +365,9 @@ struct Task {
     /// When it last went to sleep waiting for a wake (a Sleep step).
     slept_at: u64,
     /// Sleeps a stream's hidden write ended (see [`crate::synth::streams`]), each owed
-    /// one traced wakeup that would have ended it: absorbed when it finds the task awake.
+    /// one traced wakeup by a task: absorbed when one comes that finds the task awake
+    /// or in a timed sleep (one that finds it waiting again wakes it, and the debt
+    /// stays for a later one).
     hidden_woken: u32,
 }
 
@@ -1210,13 +1212,16 @@ impl Sim {
                 Step::Run(_) => {}
                 Step::Count => self.result.units += 1,
                 Step::Wake { task: target, sync } => {
+                    // Its hidden writes first; should one switch the CPU to another
+                    // task (which may even run this one on, from this step), the step
+                    // is left to whoever runs the task next.
+                    self.tasks[t].pc -= 1;
+                    let gen = self.cpus[cpu as usize].gen;
                     self.hidden_writes(t, target, cpu, sync, now);
-                    if self.cpus[cpu as usize].curr != Some(t) {
-                        // Preempted by a reader its hidden write woke: the traced
-                        // wakeup waits for its return.
-                        self.tasks[t].pc -= 1;
+                    if self.cpus[cpu as usize].gen != gen {
                         return;
                     }
+                    self.tasks[t].pc += 1;
                     self.wake(target, Some((t, cpu, sync)), now);
                     if self.cpus[cpu as usize].curr != Some(t) {
                         // Preempted by its own wakee.
@@ -1326,6 +1331,12 @@ impl Sim {
         if self.tasks[t].exited {
             return;
         }
+        let awake = self.tasks[t].state != State::Sleeping || self.tasks[t].unborn;
+        if by.is_some() && self.tasks[t].hidden_woken > 0 && (awake || self.tasks[t].timed) {
+            // The write that ended an earlier sleep was this one, put earlier.
+            self.tasks[t].hidden_woken -= 1;
+            return;
+        }
         if self.tasks[t].timed && by.is_some() {
             self.keep_wake_pending(t);
             return;
@@ -1334,12 +1345,7 @@ impl Sim {
             self.wake_delayed(t, by, now);
             return;
         }
-        if self.tasks[t].state != State::Sleeping || self.tasks[t].unborn {
-            if by.is_some() && self.tasks[t].hidden_woken > 0 {
-                // The write that woke it was this one, put earlier.
-                self.tasks[t].hidden_woken -= 1;
-                return;
-            }
+        if awake {
             self.keep_wake_pending(t);
             return;
         }
@@ -1432,24 +1438,31 @@ impl Sim {
     /// also writes to its other readers, and wakes those that have slept long enough
     /// (see [`crate::synth::streams`]).
     fn hidden_writes(&mut self, w: usize, visible: usize, cpu: u32, sync: bool, now: u64) {
+        if !self.streams.readers(w).contains(&visible) {
+            // Not a write of its loop: the wakeup of another task (its parent).
+            return;
+        }
         let after = self.streams.after_ns(w);
+        let gen = self.cpus[cpu as usize].gen;
         for k in 0..self.streams.readers(w).len() {
             let r = self.streams.readers(w)[k];
             let tr = &self.tasks[r];
-            let waiting = tr.state == State::Sleeping
-                && !(tr.exited || tr.timed || tr.unborn || tr.delayed)
-                && tr
-                    .pc
-                    .checked_sub(1)
-                    .map(|k| self.workload.tasks[r].steps.get(k))
-                    == Some(Some(&Step::Sleep));
+            let steps = &self.workload.tasks[r].steps;
+            // Blocked in a Sleep step (its pc is past it), delayed on its queue or not.
+            let in_sleep = tr
+                .pc
+                .checked_sub(1)
+                .map(|k| steps.get(k % steps.len().max(1)))
+                == Some(Some(&Step::Sleep));
+            let waiting =
+                tr.state == State::Sleeping && !(tr.exited || tr.timed || tr.unborn) && in_sleep;
             if r == visible || !waiting || now.saturating_sub(tr.slept_at) < after {
                 continue;
             }
             self.tasks[r].hidden_woken += 1;
             self.result.hidden_writes += 1;
             self.wake(r, Some((w, cpu, sync)), now);
-            if self.cpus[cpu as usize].curr != Some(w) {
+            if self.cpus[cpu as usize].gen != gen {
                 return;
             }
         }
@@ -2040,7 +2053,9 @@ mod tests {
     /// receivers). Reader 2 sleeps at 0. Writer 0 (4 ms of CPU per traced write) wakes
     /// reader 3: reader 2 is woken too once it has slept HIDDEN_WRITE_PERIODS write
     /// periods, not before; the traced wakeup by writer 1 that would have ended that
-    /// sleep then finds it awake and is absorbed, not kept for its next sleep.
+    /// sleep then finds it awake and is absorbed, not kept for its next sleep; one that
+    /// finds the reader waiting again wakes it (the debt stays), one that finds it in
+    /// a timed sleep is absorbed.
     #[test]
     fn a_stream_writer_wakes_its_other_sleeping_readers() {
         use crate::synth::streams::HIDDEN_WRITE_PERIODS;
@@ -2106,6 +2121,27 @@ mod tests {
         sim.tasks[3].timed = true;
         sim.hidden_writes(0, 2, 0, true, 2 * after);
         assert_eq!(sim.tasks[3].state, State::Sleeping);
+        assert_eq!(
+            (sim.tasks[3].hidden_woken, sim.result.hidden_writes),
+            (0, 1)
+        );
+        // A wake of a task that is not its reader is no write of its loop.
+        sim.tasks[3].timed = false;
+        sim.hidden_writes(0, 1, 0, true, 2 * after);
+        assert_eq!(sim.tasks[3].state, State::Sleeping);
+        // An owed wakeup that finds the reader waiting again wakes it; the debt stays.
+        sim.tasks[3].hidden_woken = 1;
+        sim.wake(3, Some((1, 1, true)), 3 * after);
+        assert_ne!(sim.tasks[3].state, State::Sleeping);
+        assert_eq!(sim.tasks[3].hidden_woken, 1);
+        // One that finds it in a timed sleep is absorbed, not kept for a later sleep.
+        sim.tasks[3].state = State::Sleeping;
+        sim.tasks[3].timed = true;
+        sim.wake(3, Some((1, 1, true)), 4 * after);
+        assert_eq!(
+            (sim.tasks[3].hidden_woken, sim.tasks[3].wake_pending),
+            (0, 0)
+        );
     }
 
     #[test]

@@ -10,11 +10,12 @@
 //! runnable, and wakees found idle CPUs the kernel never saw.
 //!
 //! So a writer in its write loop also writes to its other readers. When a writer wakes
-//! one of its readers, every other reader of it that has slept for at least
-//! [`HIDDEN_WRITE_PERIODS`] of the writer's write periods (its CPU time per traced
-//! wakeup) is woken as well. The traced wakeup that would have ended that sleep then
-//! finds the reader awake and is absorbed rather than kept for the reader's next sleep,
-//! so every reader still sleeps as often as the trace shows.
+//! one of its readers, every other reader of it that is blocked in an untimed sleep
+//! (not a timer's) and has slept for at least [`HIDDEN_WRITE_PERIODS`] of the writer's
+//! write periods (its CPU time per traced wakeup) is woken as well. The reader then owes
+//! the traced wakeup that sleep stood for: the next traced wakeup of it that finds it
+//! awake, or in a timed sleep, is absorbed rather than kept for its next sleep, so a
+//! reader sleeps at most as often as the trace shows.
 //!
 //! A stream is a reader with two or more writers, fed by a writer that writes to two or
 //! more readers, where no one peer has 95 % of a task's traced wakeups, given or got
