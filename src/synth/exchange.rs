@@ -39,8 +39,9 @@ pub struct Exchanges {
 
 /// A pair needs this many wakeups each way to be taken for an exchange.
 const MIN_WAKES_EACH_WAY: usize = 2;
-/// The share of a task's wakeups, given and received, that its peer must account for.
-const DOMINANT_PCT: usize = 95;
+/// The share of a task's wakeups, given and received, that its peer must account for
+/// (below it, a task's wakeups are spread over several peers: see [`super::streams`]).
+pub(super) const DOMINANT_PCT: usize = 95;
 /// A pair is completed when the trace hid at least this share of its turns (per cent of
 /// the writes and sleeps it shows).
 const MIN_HIDDEN_PCT: u64 = 10;

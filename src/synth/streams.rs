@@ -23,6 +23,7 @@
 //! readers with one writer (a parent's children, a timer's sleeper) are left alone:
 //! their one writer's traced wakeups are all the writes there are to wait for.
 
+use super::exchange::DOMINANT_PCT;
 use super::{Step, Workload};
 
 /// How long a reader must have slept, in write periods of one of its writers, before
@@ -116,11 +117,11 @@ impl Streams {
 }
 
 /// Whether wakeups counted per peer (given or got) are spread over two or more peers:
-/// no one peer has 95 % of them, the share that makes a request-response pair.
+/// no one peer has the share that makes a request-response pair.
 fn spread(per_peer: &[u64]) -> bool {
     let all: u64 = per_peer.iter().sum();
     let top = per_peer.iter().copied().max().unwrap_or(0);
-    per_peer.len() >= 2 && (top as f64) < 0.95 * all as f64
+    per_peer.len() >= 2 && top * 100 < all * DOMINANT_PCT as u64
 }
 
 #[cfg(test)]
