@@ -19,7 +19,7 @@
 //! placed at the average, and preempts it. This is what lets a v6.12 ping-pong wakee
 //! preempt its waker on most local wakeups (94 % on the rig's 6.12 capture).
 
-use super::{Sim, State};
+use super::{Sim, State, TICK_NS};
 use crate::trace::EventKind;
 
 /// The fair scheduler a simulation runs.
@@ -64,9 +64,6 @@ impl Scheduler {
 /// Where vruntimes start under EEVDF: far enough above zero that a placement behind the
 /// average (by a lag of a few slices) never goes below it.
 pub const VRUNTIME_BASE: u64 = 1 << 40;
-
-/// A tick at HZ=250 (Debian's), the least bound on a sleeper's lag.
-const TICK_NS: u64 = 4_000_000;
 
 /// avg_vruntime: the mean vruntime of the queued entities (rounded down, as the
 /// kernel's division is), or `empty` (the runqueue's min_vruntime) when none is.

@@ -3,12 +3,14 @@
 //! happens next (queueing, latency, throughput, migrations).
 //!
 //! The scheduler is a small CFS: per-CPU runqueues ordered by vruntime, a slice of
-//! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms), a woken task
-//! placed at most half a sched_latency behind min_vruntime and preempting the current
-//! task when it is more than the wakeup granularity (1 ms) behind it, after a
-//! preemption delay (the rest of the waker's system call and the context switch); the
-//! three tunables scaled, as the kernel scales them, by 1 + log2 of the CPU count (at
-//! most 8 CPUs counted). A task that changes CPU takes its vruntime along relative to
+//! sched_latency (6 ms) shared among the runnable tasks (at least 0.75 ms) and seen to
+//! run out at the scheduler tick (HZ=250), a woken task placed at most half a
+//! sched_latency behind min_vruntime and preempting the current task when it is more
+//! than the wakeup granularity (1 ms) behind it, after a preemption delay (the rest of
+//! the waker's system call and the context switch); the wakee that preempts runs next
+//! and the task it preempted after it (the next and last buddies), when that is not
+//! unfair by more than the granularity; the three tunables scaled, as the kernel
+//! scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). A task that changes CPU takes its vruntime along relative to
 //! the runqueues' min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle
 //! CPUs pull a waiting task at newidle balance (while avg_idle covers its cost; reach
 //! limited by the policy, seed 002) and at an idle balance every 4 ms, each only from a
@@ -54,6 +56,11 @@ pub use delays::{DelayKind, TracedWakeup, WakeDelays};
 pub use eevdf::Scheduler;
 
 const MS: u64 = 1_000_000;
+/// The first tick after `now`.
+fn next_tick(now: u64) -> u64 {
+    (now / TICK_NS + 1) * TICK_NS
+}
+
 /// The normalized CFS tunables, before get_update_sysctl_factor's scaling.
 const SCHED_LATENCY: u64 = 6 * MS;
 const MIN_GRANULARITY: u64 = 750_000;
@@ -61,6 +68,9 @@ const WAKEUP_GRANULARITY: u64 = MS;
 /// EEVDF's sysctl_sched_base_slice, normalized likewise.
 const BASE_SLICE: u64 = 750_000;
 const BALANCE_INTERVAL: u64 = 4 * MS;
+/// A scheduler tick at HZ=250 (Debian's). CFS sees a slice run out only here: with
+/// HRTICK off, check_preempt_tick runs from the tick, not when the slice ends.
+pub(crate) const TICK_NS: u64 = 4 * MS;
 /// sd->busy_factor: a busy CPU balances this many times less often than an idle one.
 const BUSY_FACTOR: u64 = 16;
 /// sysctl_sched_nr_migrate: at most this many tasks move in one balance.
@@ -389,6 +399,10 @@ struct Cpu {
     rq: Vec<usize>,
     /// When the current stint of curr began.
     started: u64,
+    /// When curr was picked: check_preempt_tick's delta_exec counts from here.
+    picked: u64,
+    /// When the current stint ends at the latest: under CFS the next tick, under EEVDF
+    /// the running task's deadline.
     slice_end: u64,
     gen: u64,
     /// Idle, with a wakeup IPI on its way.
@@ -403,6 +417,11 @@ struct Cpu {
     /// The `gen` of the running task a wakeup has marked for preemption (TIF_NEED_RESCHED),
     /// while the Resched that carries it out is on its way.
     need_resched: Option<u64>,
+    /// CFS's buddies: the wakee whose wakeup preempted (next) and, on a runqueue of
+    /// sched_nr_latency or more, the task it preempted (last); picked before the
+    /// leftmost task when that is not unfair by more than the wakeup granularity.
+    next_buddy: Option<usize>,
+    last_buddy: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -1082,12 +1101,36 @@ impl Sim {
         if self.opts.scheduler.is_eevdf() {
             return self.pick_eevdf(cpu);
         }
-        let rq = &self.cpus[cpu as usize].rq;
-        let (i, _) = rq
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, &t)| (self.tasks[t].vruntime, t))?;
-        Some(self.cpus[cpu as usize].rq.swap_remove(i))
+        let c = &self.cpus[cpu as usize];
+        let (left, &left_t) =
+            c.rq.iter()
+                .enumerate()
+                .min_by_key(|(_, &t)| (self.tasks[t].vruntime, t))?;
+        // pick_next_entity: the next buddy, else the last, if not more than the
+        // wakeup granularity right of the leftmost.
+        let fair = self.tasks[left_t].vruntime + self.tun.wakeup_granularity;
+        let queued_buddy = |b: Option<usize>| {
+            let i = c.rq.iter().position(|&t| Some(t) == b)?;
+            (self.tasks[c.rq[i]].vruntime <= fair).then_some(i)
+        };
+        let i = queued_buddy(c.next_buddy)
+            .or_else(|| queued_buddy(c.last_buddy))
+            .unwrap_or(left);
+        let t = self.cpus[cpu as usize].rq.swap_remove(i);
+        // set_next_entity clears the buddies that name it.
+        self.clear_buddies(cpu, t);
+        Some(t)
+    }
+
+    /// clear_buddies: `t` is no longer anyone's buddy on `cpu`.
+    fn clear_buddies(&mut self, cpu: u32, t: usize) {
+        let c = &mut self.cpus[cpu as usize];
+        if c.next_buddy == Some(t) {
+            c.next_buddy = None;
+        }
+        if c.last_buddy == Some(t) {
+            c.last_buddy = None;
+        }
     }
 
     /// Switches `cpu` from `prev` (which has left the CPU in state `prev_state`) to the
@@ -1096,6 +1139,10 @@ impl Sim {
         if let Some(p) = prev {
             self.last_active = now;
             self.tasks[p].last_ran = now;
+            if prev_state != PREEMPTED {
+                // dequeue_entity: a task that leaves the runqueue is no buddy.
+                self.clear_buddies(cpu, p);
+            }
         }
         let next = self.pick(cpu).or_else(|| self.newidle(cpu, now));
         let (prev_pid, prev_comm) = prev.map_or((0, Comm::default()), |p| {
@@ -1125,9 +1172,9 @@ impl Sim {
         c.gen += 1;
         c.lock_free_at = c.lock_free_at.max(now) + RQ_LOCK_HOLD_NS;
         if let Some(n) = next {
-            let nr = c.rq.len() as u64 + 1;
             c.started = now;
-            c.slice_end = now + (self.tun.latency / nr).max(self.tun.min_granularity);
+            c.picked = now;
+            c.slice_end = next_tick(now);
             if self.opts.scheduler.is_eevdf() {
                 // set_next_entity: runs to its deadline, protected (RUN_TO_PARITY).
                 let t = &mut self.tasks[n];
@@ -1282,15 +1329,35 @@ impl Sim {
             self.advance(cpu, now);
             return;
         }
-        if now >= self.cpus[cpu as usize].slice_end && !self.cpus[cpu as usize].rq.is_empty() {
-            self.preempt(cpu, now);
-        } else {
-            let c = &mut self.cpus[cpu as usize];
-            if now >= c.slice_end {
-                c.slice_end = now + self.tun.latency;
+        if now >= self.cpus[cpu as usize].slice_end {
+            self.cpus[cpu as usize].slice_end = next_tick(now);
+            if self.tick_preempts(cpu, now) {
+                self.preempt(cpu, now);
+                return;
             }
-            self.advance(cpu, now);
         }
+        self.advance(cpu, now);
+    }
+
+    /// check_preempt_tick at a tick of `cpu` (its running task charged up to now):
+    /// the task has run its slice of the period since it was picked, or it has run the
+    /// least granularity and is a slice ahead of the leftmost waiting task.
+    fn tick_preempts(&mut self, cpu: u32, now: u64) -> bool {
+        let c = &self.cpus[cpu as usize];
+        let (Some(curr), Some(leftmost)) =
+            (c.curr, c.rq.iter().map(|&t| self.tasks[t].vruntime).min())
+        else {
+            return false;
+        };
+        let nr = c.rq.len() as u64 + 1;
+        let ideal = (self.tun.latency / nr).max(self.tun.min_granularity);
+        let ran = now - c.picked;
+        if ran > ideal {
+            // A task whose slice ran out is not returned to as the last buddy.
+            self.clear_buddies(cpu, curr);
+            return true;
+        }
+        ran >= self.tun.min_granularity && self.tasks[curr].vruntime > leftmost + ideal
     }
 
     /// Counts the CPU time the current task of `cpu` has had since its stint began:
@@ -1647,6 +1714,9 @@ impl Sim {
         if !preempts {
             return;
         }
+        if !self.opts.scheduler.is_eevdf() {
+            self.mark_buddies(dest, t);
+        }
         let at = match self.traced_delay(t, DelayKind::Preempt) {
             Some(ns) => (waking_at + ns).max(now),
             None => now + self.opts.preempt_delay_ns,
@@ -1667,6 +1737,21 @@ impl Sim {
             }
             let gen = c.gen;
             self.schedule(at, Ev::Resched { cpu: dest, gen });
+        }
+    }
+
+    /// check_preempt_wakeup's buddies for a wakeup of `t` that preempts the running task
+    /// of `cpu` (LAST_BUDDY on, NEXT_BUDDY off: v6.1's defaults). A task already marked
+    /// for preemption keeps the buddies its first preemptor set.
+    fn mark_buddies(&mut self, cpu: u32, t: usize) {
+        let nr_latency = self.tun.latency / self.tun.min_granularity;
+        let c = &mut self.cpus[cpu as usize];
+        if c.need_resched == Some(c.gen) {
+            return;
+        }
+        c.next_buddy = Some(t);
+        if c.rq.len() as u64 + 1 >= nr_latency {
+            c.last_buddy = c.curr;
         }
     }
 
@@ -1719,6 +1804,7 @@ impl Sim {
             task.deadline.saturating_sub(task.vruntime)
         });
         self.cpus[from as usize].rq.remove(i);
+        self.clear_buddies(from, t);
         self.migrate(t, from, from_min, to, now, to, 0);
         if let Some(rel) = eevdf_rel {
             let (sum, n) = self.queued_sum(to, self.running_vruntime(to, now));
@@ -1995,7 +2081,71 @@ mod tests {
         let c = &mut sim.cpus[cpu as usize];
         c.curr = Some(t);
         c.started = now;
-        c.slice_end = now + 12 * MS;
+        c.picked = now;
+        c.slice_end = next_tick(now);
+    }
+
+    /// Two tasks pinned to CPU 0 of 2 (sched_latency 12 ms, least granularity 1.5 ms),
+    /// each with 20 ms to run: each one's slice is 12/2 = 6 ms, but CFS sees it run out
+    /// only at a tick (every 4 ms), so the first switch comes at 8 ms, the next at 16.
+    #[test]
+    fn a_slice_runs_out_at_the_tick_after_it() {
+        let task = |i: i32| TaskSpec {
+            comm: format!("t{i}"),
+            pid: Some(100 + i),
+            steps: vec![Step::Run(20 * MS)],
+            looping: false,
+            start: Start::Runnable { cpu: Some(0) },
+            pinned: Some(0),
+        };
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks: vec![task(0), task(1)],
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.record = true;
+        let (_, events) = Sim::new(w, opts).unwrap().run();
+        let preempted: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Switch { prev_state, .. } if prev_state == PREEMPTED => Some(e.ts),
+                _ => None,
+            })
+            .take(2)
+            .collect();
+        assert_eq!(preempted, [8 * MS, 16 * MS]);
+    }
+
+    /// CPU 0 runs a waker 1.5 ms right of `queued` tasks waiting at 100 ms; a timer
+    /// wakes a sleeper there, placed at 100 − 6 ms, which preempts (more than the 2 ms
+    /// granularity behind). It runs first, as the next buddy. When it blocks, the waker
+    /// is not the leftmost, yet within the granularity of it: with 9 tasks on the
+    /// runqueue (sched_nr_latency is 12/1.5 = 8) it is the last buddy and gets the CPU
+    /// back; with 5 it is not, and the leftmost waiting task runs.
+    #[test]
+    fn a_preempted_task_is_returned_to_as_the_last_buddy() {
+        for (queued, back) in [(7, true), (3, false)] {
+            let n = queued + 2;
+            let mut sim = two_cpus(n, &vec![Some(0); n]);
+            running(&mut sim, 0, 0, 101 * MS + MS / 2, 0);
+            for t in 1..=queued {
+                sim.tasks[t].vruntime = 100 * MS;
+                sim.tasks[t].state = State::Runnable;
+                sim.cpus[0].rq.push(t);
+            }
+            let wakee = n - 1;
+            sim.tasks[wakee].vruntime = 50 * MS;
+            wake_and_enqueue(&mut sim, wakee, 1_000);
+            assert_eq!(sim.cpus[0].curr, Some(wakee), "{queued} queued");
+            assert_eq!(sim.cpus[0].next_buddy, None, "cleared when picked");
+            sim.tasks[wakee].state = State::Sleeping;
+            sim.switch_to_next(0, 2_000, Some(wakee), 1);
+            let curr = sim.cpus[0].curr.unwrap();
+            assert_eq!(curr == 0, back, "{queued} queued: task {curr} runs");
+            assert_eq!(sim.cpus[0].last_buddy, None);
+        }
     }
 
     /// A traced task first seen at 2 ms is woken at 1 ms by a re-run that got ahead of
