@@ -443,6 +443,9 @@ pub struct RerunOptions {
     /// wakee_flips for the traced tasks as they first appear: a value assumed, or
     /// None to fit it to the trace (see replay::flips_fit).
     pub flips_before_trace: Option<BeforeTrace>,
+    /// Seeds the re-runs' draws (traced delays, run-time variation): the same seed
+    /// gives the same re-runs.
+    pub seed: u64,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -534,6 +537,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 scheduler,
                 traced_delays: traced_delays.clone(),
                 flips_before_trace,
+                seed: o.seed,
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;

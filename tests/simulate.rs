@@ -140,3 +140,37 @@ fn simulate_names_what_is_not_a_bundle() {
     assert_eq!(code, Some(2));
     assert!(err.contains("nope"), "{err}");
 }
+
+/// `--seed` seeds the re-runs' draws (the wakeup delays drawn from the trace): the same
+/// seed gives the same re-run to the event, another seed another re-run of the same
+/// work, which is how far the gate's figures move by chance.
+#[test]
+fn a_seed_gives_the_same_rerun_and_another_seed_another() {
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/rig/kernel-sis-stats+noinline/2x4/rig-2x4-pingpong-1pair-sis_util-tracefs");
+    let rerun = |seed: &str| {
+        let (code, stdout, stderr) = common::run_cli(&[
+            "simulate",
+            bundle.to_str().unwrap(),
+            "--policy",
+            "sis_util",
+            "--seed",
+            seed,
+            "--json",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let r: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        r["runs"][0].clone()
+    };
+    let (a, b, c) = (rerun("1"), rerun("1"), rerun("2"));
+    assert_eq!(a, b);
+    assert_eq!(c["result"]["seed"], 2);
+    assert_ne!(a["result"]["latency_us"], c["result"]["latency_us"]);
+    // The same tasks do the same work either way.
+    assert_eq!(
+        a["result"]["unfinished_tasks"],
+        c["result"]["unfinished_tasks"]
+    );
+    let cpu = |r: &serde_json::Value| r["against_trace"]["runtime_error_pct"].as_f64().unwrap();
+    assert!(cpu(&a) < 5.0 && cpu(&c) < 5.0, "{} {}", cpu(&a), cpu(&c));
+}

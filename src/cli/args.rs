@@ -347,6 +347,10 @@ pub(super) struct SimulateArgs {
     /// is first seen), or `auto` to fit them to the trace as `replay` does
     #[arg(long, default_value = "auto", value_parser = parse_flips)]
     pub flips_before_trace: FlipsArg,
+    /// Seed of the re-runs' draws, the delays taken from the trace among them (same
+    /// seed, same re-runs); another seed shows how far the gate's figures move by chance
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

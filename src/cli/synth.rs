@@ -29,6 +29,7 @@ pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
         jobs: jobs_or_cpus(args.jobs),
         scheduler: args.scheduler.scheduler(),
         flips_before_trace: args.flips_before_trace.fixed(),
+        seed: args.seed,
     };
     let r = simulate::run(&o)?;
     if args.json {
