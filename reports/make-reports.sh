@@ -95,6 +95,9 @@ $bin report vanilla sis_util "${steps[@]}" --format text -o reports/spr-2s112.tx
     done
 } > reports/simulate.txt
 
+# The gate over every committed capture, with three seeds of the re-runs' draws.
+python3 reports/self_fidelity.py "$bin"
+
 # The results the notebook reads.
 b=$rig/2x4/rig-2x4-pingpong-no_limit-tracefs
 $bin replay $b --policy no_limit,sis_util,sis_prop > /dev/null
