@@ -502,6 +502,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         }
     };
     let (trace, traced_delays) = RunStats::with_delays(&events, &topo);
+    let preempted_runs = crate::sim::PreemptedRuns::of(&events, topo.nr_cpus);
     let traced_delays = traced_delays.with_wakeups(std::mem::take(&mut model.wake_delays));
     drop(events);
     let mut policies = vec![traced_policy.clone()];
@@ -538,6 +539,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 traced_delays: traced_delays.clone(),
                 flips_before_trace,
                 seed: o.seed,
+                preempted_runs: preempted_runs.clone(),
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;
@@ -763,6 +765,13 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
                 "Sleeps of readers fed by several writers ended by a write the trace hid: {} \
                  (of {} wakeups)",
                 res.hidden_writes, own.stats.wakeups
+            );
+        }
+        if res.runs_stretched > 0 {
+            let _ = writeln!(
+                out,
+                "Runs the tick would have ended that went on as long as the trace's                  preempted runs did (a CPU that stalls takes no tick): {}",
+                res.runs_stretched
             );
         }
     }

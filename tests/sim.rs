@@ -48,6 +48,8 @@ fn run_with(
             scheduler: sisreplay::sim::Scheduler::Cfs,
             traced_delays: Default::default(),
             flips_before_trace: Default::default(),
+            // No trace: the tick ends a run when it would.
+            preempted_runs: Default::default(),
         },
     )
     .unwrap();

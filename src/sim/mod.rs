@@ -52,8 +52,10 @@ use crate::wakeup::target::{choose_target, note_recent_used, Waking};
 
 pub mod delays;
 pub mod eevdf;
+pub mod stretch;
 pub use delays::{DelayKind, TracedWakeup, WakeDelays};
 pub use eevdf::Scheduler;
+pub use stretch::PreemptedRuns;
 
 const MS: u64 = 1_000_000;
 /// The first tick after `now`.
@@ -139,6 +141,9 @@ pub struct SimOptions {
     /// wakee_flips assumed for a traced task as it first appears (what it had, or
     /// inherited at fork, before the trace; see Machine::flips_before_trace).
     pub flips_before_trace: crate::state::flips::BeforeTrace,
+    /// A re-run of a trace: how long the trace's preempted runs lasted, which a run the
+    /// tick would end goes on to (see [`stretch`]); empty, the tick ends it.
+    pub preempted_runs: PreemptedRuns,
 }
 
 impl SimOptions {
@@ -165,6 +170,7 @@ impl SimOptions {
             scheduler: Scheduler::Cfs,
             traced_delays: WakeDelays::default(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
+            preempted_runs: PreemptedRuns::default(),
         }
     }
 }
@@ -229,6 +235,10 @@ pub struct SimResult {
     /// [`crate::synth::streams`]).
     #[serde(default)]
     pub hidden_writes: u64,
+    /// Runs the tick would have ended that went on as the trace's did (see
+    /// [`stretch`]).
+    #[serde(default)]
+    pub runs_stretched: u64,
     /// When the last task finished, for workloads whose tasks end (a traced run); None
     /// when work remained at the end of the duration.
     pub finished_ns: Option<u64>,
@@ -291,6 +301,7 @@ impl SimResult {
             wakeup_collisions: 0,
             wakeup_collisions_with_warmup: 0,
             hidden_writes: 0,
+            runs_stretched: 0,
             rq_lock_waits: 0,
             rq_lock_wait_ns: 0,
             finished_ns: None,
@@ -417,6 +428,9 @@ struct Cpu {
     /// The `gen` of the running task a wakeup has marked for preemption (TIF_NEED_RESCHED),
     /// while the Resched that carries it out is on its way.
     need_resched: Option<u64>,
+    /// The tick would have ended the running task's run; it goes on to then (see
+    /// [`stretch`]).
+    run_ends_at: Option<u64>,
     /// CFS's buddies: the wakee whose wakeup preempted (next) and, on a runqueue of
     /// sched_nr_latency or more, the task it preempted (last); picked before the
     /// leftmost task when that is not unfair by more than the wakeup granularity.
@@ -1174,6 +1188,7 @@ impl Sim {
         if let Some(n) = next {
             c.started = now;
             c.picked = now;
+            c.run_ends_at = None;
             c.slice_end = next_tick(now);
             if self.opts.scheduler.is_eevdf() {
                 // set_next_entity: runs to its deadline, protected (RUN_TO_PARITY).
@@ -1329,14 +1344,43 @@ impl Sim {
             self.advance(cpu, now);
             return;
         }
-        if now >= self.cpus[cpu as usize].slice_end {
-            self.cpus[cpu as usize].slice_end = next_tick(now);
-            if self.tick_preempts(cpu, now) {
-                self.preempt(cpu, now);
-                return;
-            }
+        if now >= self.cpus[cpu as usize].slice_end && self.tick(cpu, now) {
+            self.preempt(cpu, now);
+            return;
         }
         self.advance(cpu, now);
+    }
+
+    /// The scheduler tick (or the end of a run it let go on) on `cpu`, whose current
+    /// slice has run out: whether it preempts the running task now.
+    fn tick(&mut self, cpu: u32, now: u64) -> bool {
+        let c = &mut self.cpus[cpu as usize];
+        c.slice_end = next_tick(now);
+        if let Some(at) = c.run_ends_at {
+            if now < at {
+                c.slice_end = at;
+                return false;
+            }
+            c.run_ends_at = None;
+            return !c.rq.is_empty();
+        }
+        if !self.tick_preempts(cpu, now) {
+            return false;
+        }
+        // A traced machine's run went on past the tick as long as its trace's did.
+        let picked = self.cpus[cpu as usize].picked;
+        let drawn = (self.opts.preempted_runs)
+            .draw_longer_than(now - picked, &mut self.rng)
+            .map(|len| picked + len);
+        match drawn {
+            Some(at) if at > now => {
+                let c = &mut self.cpus[cpu as usize];
+                (c.run_ends_at, c.slice_end) = (Some(at), at);
+                self.result.runs_stretched += 1;
+                false
+            }
+            _ => true,
+        }
     }
 
     /// check_preempt_tick at a tick of `cpu` (its running task charged up to now):
@@ -2116,6 +2160,42 @@ mod tests {
             .take(2)
             .collect();
         assert_eq!(preempted, [8 * MS, 16 * MS]);
+    }
+
+    /// The two tasks above, re-run from a trace whose preempted runs all lasted 15 ms
+    /// (its CPU stalled past the tick): at the tick of 8 ms the first task's run goes
+    /// on to 15 ms; the second, picked then, has run 9 ms at the tick of 24 ms and
+    /// goes on to 15 ms too, to 30 ms.
+    #[test]
+    fn a_run_goes_on_past_the_tick_as_the_traces_did() {
+        let task = |i: i32| TaskSpec {
+            comm: format!("t{i}"),
+            pid: Some(100 + i),
+            steps: vec![Step::Run(40 * MS)],
+            looping: false,
+            start: Start::Runnable { cpu: Some(0) },
+            pinned: Some(0),
+        };
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks: vec![task(0), task(1)],
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.record = true;
+        opts.preempted_runs = PreemptedRuns::from_lengths(vec![15 * MS; 50]);
+        let (r, events) = Sim::new(w, opts).unwrap().run();
+        let preempted: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Switch { prev_state, .. } if prev_state == PREEMPTED => Some(e.ts),
+                _ => None,
+            })
+            .take(2)
+            .collect();
+        assert_eq!(preempted, [15 * MS, 30 * MS]);
+        assert!(r.runs_stretched >= 2);
     }
 
     /// CPU 0 runs a waker 1.5 ms right of `queued` tasks waiting at 100 ms; a timer
