@@ -2130,44 +2130,9 @@ mod tests {
     }
 
     /// Two tasks pinned to CPU 0 of 2 (sched_latency 12 ms, least granularity 1.5 ms),
-    /// each with 20 ms to run: each one's slice is 12/2 = 6 ms, but CFS sees it run out
-    /// only at a tick (every 4 ms), so the first switch comes at 8 ms, the next at 16.
-    #[test]
-    fn a_slice_runs_out_at_the_tick_after_it() {
-        let task = |i: i32| TaskSpec {
-            comm: format!("t{i}"),
-            pid: Some(100 + i),
-            steps: vec![Step::Run(20 * MS)],
-            looping: false,
-            start: Start::Runnable { cpu: Some(0) },
-            pinned: Some(0),
-        };
-        let w = Workload {
-            name: "t".into(),
-            unit: "units",
-            tasks: vec![task(0), task(1)],
-            wakes_counted: true,
-        };
-        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
-        opts.record = true;
-        let (_, events) = Sim::new(w, opts).unwrap().run();
-        let preempted: Vec<u64> = events
-            .iter()
-            .filter_map(|e| match e.kind {
-                EventKind::Switch { prev_state, .. } if prev_state == PREEMPTED => Some(e.ts),
-                _ => None,
-            })
-            .take(2)
-            .collect();
-        assert_eq!(preempted, [8 * MS, 16 * MS]);
-    }
-
-    /// The two tasks above, re-run from a trace whose preempted runs all lasted 15 ms
-    /// (its CPU stalled past the tick): at the tick of 8 ms the first task's run goes
-    /// on to 15 ms; the second, picked then, has run 9 ms at the tick of 24 ms and
-    /// goes on to 15 ms too, to 30 ms.
-    #[test]
-    fn a_run_goes_on_past_the_tick_as_the_traces_did() {
+    /// each with 40 ms to run, re-run with `preempted_runs` from a trace: the times of
+    /// the first two preemptions, and how many runs went on past the tick.
+    fn two_spinners(preempted_runs: PreemptedRuns) -> (Vec<u64>, u64) {
         let task = |i: i32| TaskSpec {
             comm: format!("t{i}"),
             pid: Some(100 + i),
@@ -2184,9 +2149,9 @@ mod tests {
         };
         let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
         opts.record = true;
-        opts.preempted_runs = PreemptedRuns::from_lengths(vec![15 * MS; 50]);
+        opts.preempted_runs = preempted_runs;
         let (r, events) = Sim::new(w, opts).unwrap().run();
-        let preempted: Vec<u64> = events
+        let preempted = events
             .iter()
             .filter_map(|e| match e.kind {
                 EventKind::Switch { prev_state, .. } if prev_state == PREEMPTED => Some(e.ts),
@@ -2194,8 +2159,27 @@ mod tests {
             })
             .take(2)
             .collect();
+        (preempted, r.runs_stretched)
+    }
+
+    /// Each of the two spinners' slice is 12/2 = 6 ms, but CFS sees it run out only at a
+    /// tick (every 4 ms), so the first switch comes at 8 ms, the next at 16.
+    #[test]
+    fn a_slice_runs_out_at_the_tick_after_it() {
+        let (preempted, stretched) = two_spinners(PreemptedRuns::default());
+        assert_eq!(preempted, [8 * MS, 16 * MS]);
+        assert_eq!(stretched, 0);
+    }
+
+    /// The two spinners re-run from a trace whose preempted runs all lasted 15 ms (its
+    /// CPU stalled past the tick): at the tick of 8 ms the first one's run goes on to
+    /// 15 ms; the second, picked then, has run 9 ms at the tick of 24 ms and goes on to
+    /// 15 ms too, to 30 ms.
+    #[test]
+    fn a_run_goes_on_past_the_tick_as_the_traces_did() {
+        let (preempted, stretched) = two_spinners(PreemptedRuns::from_lengths(vec![15 * MS; 50]));
         assert_eq!(preempted, [15 * MS, 30 * MS]);
-        assert!(r.runs_stretched >= 2);
+        assert!(stretched >= 2, "{stretched}");
     }
 
     /// CPU 0 runs a waker 1.5 ms right of `queued` tasks waiting at 100 ms; a timer
