@@ -10,8 +10,10 @@
 //! the waker's system call and the context switch); the wakee that preempts runs next
 //! and the task it preempted after it (the next and last buddies), when that is not
 //! unfair by more than the granularity; the three tunables scaled, as the kernel
-//! scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). A task that changes CPU takes its vruntime along relative to
-//! the runqueues' min_vruntime (as migrate_task_rq_fair and enqueue_entity do). Idle
+//! scales them, by 1 + log2 of the CPU count (at most 8 CPUs counted). A task that
+//! changes CPU takes its vruntime along relative to the runqueues' min_vruntime (as
+//! migrate_task_rq_fair and enqueue_entity do). A re-run of a trace lets a run the tick
+//! would end go on as the trace's preempted runs did ([`stretch`]). Idle
 //! CPUs pull a waiting task at newidle balance (while avg_idle covers its cost; reach
 //! limited by the policy, seed 002) and at an idle balance every 4 ms, each only from a
 //! group find_busiest_group finds imbalanced; the policies get their LLC statistics on
@@ -58,11 +60,6 @@ pub use eevdf::Scheduler;
 pub use stretch::PreemptedRuns;
 
 const MS: u64 = 1_000_000;
-/// The first tick after `now`.
-fn next_tick(now: u64) -> u64 {
-    (now / TICK_NS + 1) * TICK_NS
-}
-
 /// The normalized CFS tunables, before get_update_sysctl_factor's scaling.
 const SCHED_LATENCY: u64 = 6 * MS;
 const MIN_GRANULARITY: u64 = 750_000;
@@ -73,6 +70,11 @@ const BALANCE_INTERVAL: u64 = 4 * MS;
 /// A scheduler tick at HZ=250 (Debian's). CFS sees a slice run out only here: with
 /// HRTICK off, check_preempt_tick runs from the tick, not when the slice ends.
 pub(crate) const TICK_NS: u64 = 4 * MS;
+
+/// The first tick after `now`.
+fn next_tick(now: u64) -> u64 {
+    (now / TICK_NS + 1) * TICK_NS
+}
 /// sd->busy_factor: a busy CPU balances this many times less often than an idle one.
 const BUSY_FACTOR: u64 = 16;
 /// sysctl_sched_nr_migrate: at most this many tasks move in one balance.
@@ -412,8 +414,8 @@ struct Cpu {
     started: u64,
     /// When curr was picked: check_preempt_tick's delta_exec counts from here.
     picked: u64,
-    /// When the current stint ends at the latest: under CFS the next tick, under EEVDF
-    /// the running task's deadline.
+    /// When the current stint ends at the latest: under CFS the next tick (or the end
+    /// of a run the tick let go on), under EEVDF the running task's deadline.
     slice_end: u64,
     gen: u64,
     /// Idle, with a wakeup IPI on its way.
