@@ -770,7 +770,8 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
         if res.runs_stretched > 0 {
             let _ = writeln!(
                 out,
-                "Runs the tick would have ended that went on as long as the trace's                  preempted runs did (a CPU that stalls takes no tick): {}",
+                "Runs the tick would have ended that went on as long as the trace's \
+                 preempted runs did (a CPU that stalls takes no tick): {}",
                 res.runs_stretched
             );
         }
