@@ -68,7 +68,10 @@ fn the_pingpong_capture_rerun_matches_its_trace() {
     };
     assert_eq!(checks.len(), 8);
     assert!(pass("busy %") && pass("tasks' CPU time ±10 %") && pass("tasks finished"));
-    let trusted = checks.iter().all(|c| c["pass"] == true);
+    // Trusted when every check the trace's counts let judge passes.
+    let trusted = checks
+        .iter()
+        .all(|c| c["pass"] == true || c["too_few"] == true);
     assert_eq!(g["trustworthy"], trusted);
     // compare marks the counterfactual by that gate.
     let arm = |p: &str| {

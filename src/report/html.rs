@@ -686,7 +686,7 @@ fn simulated_section(o: &mut String, r: &Report) {
                 c.rerun,
                 escape(&c.tolerance),
                 escape(&c.compared()),
-                if c.pass { "pass" } else { "miss" }
+                c.result()
             );
         }
         let _ = writeln!(o, "</tbody></table></div>");
