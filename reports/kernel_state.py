@@ -278,11 +278,13 @@ def sis_util_budgets(d, k):
     same = j.filter(pl.col("budget") == pl.col("k_budget"))
     other = j.filter(pl.col("budget") != pl.col("k_budget"))
     pct = lambda f: 100 * f["agree"].mean() if f.height else float("nan")
+    above = other.filter(pl.col("budget") > pl.col("k_budget"))
     return (
         f"  SIS_UTIL's budget the kernel's nr_idle_scan on {100 * same.height / j.height:.1f} % of"
         f" {j.height} searches; the kernel's CPU chosen on {pct(same):.1f} % of those and"
         f" {pct(other):.1f} % of the rest ({(~other['agree']).sum()} of"
-        f" {(~j['agree']).sum()} misses)"
+        f" {(~j['agree']).sum()} misses); replay's above the kernel's on {above.height}"
+        f" ({(~above['agree']).sum()} misses), below on {other.height - above.height}"
     )
 
 

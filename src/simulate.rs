@@ -18,7 +18,7 @@ use crate::metrics::Placements;
 use crate::parallel;
 use crate::sim::{Scheduler, Sim, SimOptions, SimResult, WakeDelays};
 use crate::state::flips::BeforeTrace;
-use crate::state::Topo;
+use crate::state::{util_est, Topo};
 use crate::synth::traced::{self, TracedShape};
 use crate::trace::{Event, EventKind, EventSource};
 
@@ -578,6 +578,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 preempt_delay_ns,
                 record: true,
                 scheduler,
+                util_est: util_est::Rules::of_release(b.meta.kernel_release.as_deref()),
                 traced_delays: traced_delays.clone(),
                 flips_before_trace,
                 seed: o.seed,
@@ -615,8 +616,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 // A replay of the re-run gives back its decisions with the same flips.
                 json["flips_before_trace"] =
                     serde_json::to_value(flips_before_trace).expect("serialises");
+                let modelled = (policy.as_str(), b.meta.kernel_release.as_deref());
                 crate::synth::steps::write_bundle(
-                    &dest, &topology, events, provenance, &policy, &json,
+                    &dest, &topology, events, provenance, modelled, &json,
                 )?;
                 Some(dest)
             }

@@ -16,7 +16,7 @@ use crate::metrics::windows::{self, Slot, WindowClock};
 use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs, Window};
 use crate::policy::{Policy, PolicyError, PolicySpec};
 use crate::state::machine::{Repairs, TaskState};
-use crate::state::{Change, Machine, Topo};
+use crate::state::{util_est, Change, Machine, Topo};
 use crate::trace::causal::TieStats;
 use crate::trace::{Event, EventKind, Wake};
 use crate::wakeup::balance::Balancer;
@@ -231,6 +231,7 @@ impl<'o> Replayer<'o> {
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
         machine.irq_pressure = setup.irq_pressure;
+        machine.util_est_rules = util_est::Rules::of_release(setup.kernel_release.as_deref());
         let mut lookahead = Lookahead::default();
         if setup.probes {
             lookahead.expect_probes();

@@ -137,6 +137,9 @@ pub struct SimOptions {
     pub record: bool,
     /// The fair scheduler: CFS as in v6.1, or EEVDF (v6.6+, DELAY_DEQUEUE from v6.12).
     pub scheduler: Scheduler,
+    /// The util_est rules of the kernel modelled (SIS_UTIL's and CAS's view of
+    /// utilisation follows them).
+    pub util_est: crate::state::util_est::Rules,
     /// A traced machine's own wakeup delays: where a kind has samples, each such delay
     /// is drawn from them instead of `wake_ipi_ns` or `preempt_delay_ns`.
     pub traced_delays: WakeDelays,
@@ -170,6 +173,7 @@ impl SimOptions {
             seed: 1,
             record: false,
             scheduler: Scheduler::Cfs,
+            util_est: crate::state::util_est::Rules::default(),
             traced_delays: WakeDelays::default(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
             preempted_runs: PreemptedRuns::default(),
@@ -816,6 +820,7 @@ impl Sim {
         };
         let mut m = Machine::new(topo);
         m.flips_before_trace = opts.flips_before_trace;
+        m.util_est_rules = opts.util_est;
         Ok(Sim {
             tun: Tunables::for_cpus(nr),
             balancer: Balancer::new(&m),

@@ -19,7 +19,7 @@ use crate::trace::{Comm, Event, EventKind};
 use super::flips::{Flips, ForkCopy};
 use super::llc_idle::LlcIdle;
 use super::pelt::{Avg, Removed};
-use super::util_est::UtilEst;
+use super::util_est::{self, UtilEst};
 use crate::abi::{MIGRATION_COST_NS, PREEMPTED, TASK_UNINTERRUPTIBLE};
 
 /// The load weight of a nice-0 task.
@@ -279,6 +279,8 @@ pub struct Machine {
     /// Interrupt time counts as pressure on capacity (avg_irq), as it does in a kernel
     /// built with CONFIG_IRQ_TIME_ACCOUNTING; without it the kernel keeps no avg_irq.
     pub irq_pressure: bool,
+    /// The util_est rules of the traced kernel's release.
+    pub util_est_rules: util_est::Rules,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
     /// runqueue or pending wakeups, so that change goes through this type.
@@ -326,6 +328,7 @@ impl Machine {
             earlier_flips: HashMap::new(),
             flips_before_trace: super::flips::BeforeTrace::default(),
             irq_pressure: true,
+            util_est_rules: util_est::Rules::default(),
         }
     }
 
@@ -435,7 +438,7 @@ impl Machine {
             .queued
             .iter()
             .filter_map(|p| self.tasks.get(p))
-            .map(|t| t.util_est.value())
+            .map(|t| t.util_est.value(self.util_est_rules))
             .sum();
         c.avg.util_avg.max(estimated).min(1024)
     }
@@ -498,6 +501,16 @@ impl Machine {
             if t.avg.update(now, on_rq, on_rq, running, NICE_0_WEIGHT) {
                 t.util_est.pelt_changed();
             }
+        }
+    }
+
+    /// dequeue_task_fair's util_est_update of a task going to sleep, from its signal as
+    /// it is, on a CPU of original capacity 1024.
+    fn util_est_sleep(&mut self, pid: i32) {
+        let rules = self.util_est_rules;
+        if let Some(t) = self.tasks.get_mut(&pid) {
+            let (util, runnable) = (t.avg.util_avg, t.avg.runnable_avg);
+            t.util_est.sleep(util, runnable, 1024, rules);
         }
     }
 
@@ -723,8 +736,7 @@ impl Machine {
             let t = self.tasks.get_mut(&pid).expect("made above");
             t.blocked_at = Some(now);
             t.uninterruptible = state & TASK_UNINTERRUPTIBLE != 0;
-            // dequeue_task_fair's util_est_update, on a CPU of original capacity 1024.
-            t.util_est.sleep(t.avg.util_avg, 1024);
+            self.util_est_sleep(pid);
             if self.dequeue(pid).is_some_and(|h| h != cpu) {
                 self.repairs.moved += 1;
             }
@@ -1516,7 +1528,7 @@ mod tests {
         m.apply(&switch(20_000_000, 0, 5, 1, 0));
         let at_sleep = m.tasks[&5].avg.util_avg;
         assert!((340..380).contains(&at_sleep), "{at_sleep}");
-        assert_eq!(m.tasks[&5].util_est.value(), at_sleep);
+        assert_eq!(m.tasks[&5].util_est.value(m.util_est_rules), at_sleep);
         let later = 220_000_000;
         m.apply(&wakeup(later, 1, 0, 5, 1));
         m.refresh(1, later);
