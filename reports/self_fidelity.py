@@ -58,8 +58,8 @@ def gate(binary, bundle, seed):
 
 
 def missed(check):
-    """Missed: outside its tolerance, on a count large enough to judge (see
-    simulate.rs, judged_at)."""
+    """Missed: outside its tolerance, by more than its counts' noise (see simulate.rs,
+    too_few_to_judge)."""
     return not check["pass"] and not check.get("too_few", False)
 
 
@@ -91,10 +91,10 @@ def main():
         f"{len(done)} captures; seeds {', '.join(map(str, seeds))}.",
         "",
         "Checks missed, by seed (a difference smaller than the spread between seeds is",
-        "chance, not the model). A count check is judged only where the trace's count is",
-        "large enough for its tolerance (45 for ±15 %, 100 for ±10 %: a count of n varies",
-        "by about √n between runs of one workload); the checks it could not judge, and",
-        "the misses had every count been judged, follow:",
+        "chance, not the model). A count outside its tolerance is too few to judge where",
+        "the trace's and the re-run's counts differ by no more than twice √(their sum)",
+        "(a count of n varies by about √n between runs of one workload); the checks too",
+        "few to judge, and the misses had every count been judged, follow:",
         "",
         f"{'check':24}" + "".join(f"{'seed ' + str(s):>9}" for s in seeds),
     ]

@@ -245,18 +245,21 @@ pub struct Check {
     pub tolerance: String,
     /// The re-run is within the tolerance.
     pub pass: bool,
-    /// A count too small for its tolerance (see [`judged_at`]): the check is shown but
-    /// neither passes nor misses, and the gate's verdict says so.
+    /// Outside its tolerance, but the two counts are too few to tell apart (see
+    /// [`too_few_to_judge`]): shown, neither passes nor misses, and the gate's verdict
+    /// says so.
     #[serde(default)]
     pub too_few: bool,
 }
 
-/// The least count a ±`pct` % check can judge. Counts of events vary by about their
-/// square root between runs of one workload (Poisson); below (100 / pct)² that is more
-/// than the tolerance, and the check would measure chance: 45 for ±15 %, 100 for
-/// ±10 %.
-pub fn judged_at(pct: u64) -> u64 {
-    10_000_u64.div_ceil(pct * pct)
+/// Two counts of events that differ by no more than their noise: a count of n varies by
+/// about √n between runs of one workload (Poisson), so a trace's and a re-run's differ
+/// by about √(trace + re-run) by chance alone, and by up to twice that one time in
+/// twenty. 5 cross-LLC placements against 2 cannot say the re-run is wrong; 5 against
+/// 200, or 3,087 against 2,167, can.
+pub fn too_few_to_judge(rerun: u64, trace: u64) -> bool {
+    let d = rerun.abs_diff(trace);
+    d.saturating_mul(d) <= 4 * (rerun + trace)
 }
 
 /// The gate a closed-loop counterfactual has to pass to be believed: the re-run of
@@ -264,8 +267,9 @@ pub fn judged_at(pct: u64) -> u64 {
 /// ±10 %, wakeups moved off their previous CPU and cross-LLC placements ±15 %, busy
 /// ±3 points, waking-to-running latency p50 and p99 within x1.5, every task's CPU
 /// time ±10 %, every task finishing). A counterfactual re-run of a trace whose
-/// self-fidelity misses any check is marked untrustworthy; a count too small for its
-/// tolerance (a few cross-LLC placements) is shown as too few to judge.
+/// self-fidelity misses any check is marked untrustworthy; a count outside its
+/// tolerance by no more than its noise (a few cross-LLC placements) is shown as too
+/// few to judge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SelfFidelity {
     /// The policy the traced kernel ran, whose re-run was checked.
@@ -304,7 +308,7 @@ impl SelfFidelity {
                 rerun: r as f64,
                 tolerance: format!("±{pct} %"),
                 pass: within_pct(r, t, pct),
-                too_few: t < judged_at(pct),
+                too_few: !within_pct(r, t, pct) && too_few_to_judge(r, t),
             })
         };
         count("wakeups", run.wakeups, trace.wakeups, 10);
@@ -609,6 +613,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 let provenance = Provenance::Simulate(SimulateRecord {
                     bundle: o.bundle.clone(),
                     policy: policy.clone(),
+                    modelled_release: b.meta.kernel_release.clone(),
                 });
                 // results/sim.json: the run's result and the gate its trace passed.
                 let mut json = serde_json::to_value(&result).expect("serialises");
@@ -616,9 +621,8 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 // A replay of the re-run gives back its decisions with the same flips.
                 json["flips_before_trace"] =
                     serde_json::to_value(flips_before_trace).expect("serialises");
-                let modelled = (policy.as_str(), b.meta.kernel_release.as_deref());
                 crate::synth::steps::write_bundle(
-                    &dest, &topology, events, provenance, modelled, &json,
+                    &dest, &topology, events, provenance, &policy, &json,
                 )?;
                 Some(dest)
             }
@@ -1015,11 +1019,14 @@ mod tests {
         assert_eq!(g.verdict(), "misses 1 of 8 checks: busy % (+3.1 points)");
     }
 
-    /// A count of n events varies by about √n between runs of one workload: √45 is
-    /// 14.9 % of 45, √44 15.1 % of 44; √100 is 10 % of 100.
+    /// Two counts differing by at most twice √(their sum) cannot be told apart.
     #[test]
-    fn a_count_is_judged_only_where_its_noise_is_within_the_tolerance() {
-        assert_eq!((judged_at(15), judged_at(10)), (45, 100));
+    fn a_count_outside_its_tolerance_is_judged_only_beyond_its_noise() {
+        // 5 against 2: 3² = 9 ≤ 4·7; 5 against 200: 195² far above 4·205; 100 against
+        // 80: 400 ≤ 720; 400 against 320: 6,400 > 2,880.
+        assert!(too_few_to_judge(2, 5) && !too_few_to_judge(200, 5));
+        assert!(too_few_to_judge(80, 100) && !too_few_to_judge(320, 400));
+        assert!(too_few_to_judge(0, 0) && !too_few_to_judge(10_000, 0));
         // 5 cross-LLC placements in the trace, 2 in the re-run: shown, not judged; the
         // rest passes, so the counterfactuals are trusted and the verdict says why.
         let trace = stats(1000, 80, 5, 50.0, 10_000, 100_000, &[(1, 10.0)]);
@@ -1033,18 +1040,13 @@ mod tests {
             g.verdict(),
             "passes all 7 checks; too few to judge: cross-LLC (5 in the trace)"
         );
-        // 44 moved off prev is too few at ±15 %; 45 is judged, and 38 (−15.6 %) misses.
-        let trace = stats(1000, 40, 4, 50.0, 10_000, 100_000, &[(1, 10.0)]);
+        // 200 in the re-run against the same 5 is a miss, however few the trace's.
+        let run = stats(1000, 80, 200, 50.0, 10_000, 100_000, &[(1, 10.0)]);
         let g = SelfFidelity::of("sis_util", &run, &trace, 0, 1);
-        assert!(g.checks[1].too_few);
-        let trace = stats(1000, 41, 4, 50.0, 10_000, 100_000, &[(1, 10.0)]);
-        let run = stats(1000, 36, 2, 50.0, 10_000, 100_000, &[(1, 10.0)]);
-        let g = SelfFidelity::of("sis_util", &run, &trace, 0, 1);
-        assert!(!g.checks[1].too_few && !g.checks[1].pass);
-        assert!(!g.trustworthy);
-        // Under 100 wakeups, the ±10 % wakeups check is not judged either.
-        let trace = stats(99, 0, 0, 50.0, 10_000, 100_000, &[(1, 10.0)]);
+        let cross = g.checks.iter().find(|c| c.name == "cross-LLC").unwrap();
+        assert!(!cross.pass && !cross.too_few && !g.trustworthy);
+        // Within its tolerance a check passes, not "too few": 5 against 5.
         let g = SelfFidelity::of("sis_util", &trace, &trace, 0, 1);
-        assert!(g.checks[0].too_few && g.checks[0].pass);
+        assert!(g.checks.iter().all(|c| c.pass && !c.too_few));
     }
 }

@@ -731,7 +731,7 @@ fn kernel_6_12_sis_counters_beside_the_model() {
     }
 }
 
-/// From v6.7 util_est keeps its EWMA when a task's sample is below what it waited to
+/// From v6.8 util_est keeps its EWMA when a task's sample is below what it waited to
 /// run for (runnable_avg above util_avg by the 1 % margin): a ping-pong task that waits
 /// for its waker keeps a high estimate, SIS_UTIL reads a busier LLC and lets fewer CPUs
 /// be scanned. On the 6.12 ping-pong without DELAY_DEQUEUE the CPU-scan path then picks

@@ -96,6 +96,11 @@ pub struct SimulateRecord {
     pub bundle: PathBuf,
     /// The idle-search policy of the re-run, as given.
     pub policy: String,
+    /// The release of the kernel the re-run modelled (the trace's): a replay of the
+    /// re-run follows its util_est rules. Not the bundle's `kernel_release`, which would
+    /// make the re-run a capture of that kernel (and of its patches' policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modelled_release: Option<String>,
 }
 
 /// What `sisreplay capture` records about a capture.

@@ -18,13 +18,13 @@ pub mod text;
 
 use serde::Serialize;
 
-use crate::bundle::Meta;
+use crate::bundle::{Meta, Provenance};
 use crate::metrics::calibration::Fit;
 use crate::metrics::observed::Observed;
 use crate::metrics::PolicyMetrics;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::state::flips::BeforeTrace;
-use crate::state::Topo;
+use crate::state::{util_est, Topo};
 use crate::topology::Topology;
 use crate::trace::{EventSource, TraceError};
 use crate::wakeup::sis::TimeModel;
@@ -332,6 +332,12 @@ fn setup(
         .and_then(|m| m.kernel_release.clone())
         .or_else(|| src.info().kernel_release.clone());
     let as_kernel = kernel_arm(src, meta, opts);
+    // A re-run of a trace names the kernel it modelled in its provenance, not as its own.
+    let modelled = meta.and_then(|m| match &m.provenance {
+        Provenance::Simulate(s) => s.modelled_release.as_deref(),
+        _ => None,
+    });
+    let util_est = util_est::Rules::of_release(kernel_release.as_deref().or(modelled));
     let mut specs = opts.policies.clone();
     if opts.add_kernel_policy && !specs.iter().any(|s| s.is(&as_kernel)) {
         specs.push(PolicySpec::parse(&as_kernel)?);
@@ -345,6 +351,7 @@ fn setup(
         probes: meta.is_some_and(|m| m.counts.contains_key("select_task_rq_enter")),
         idle_scan_probes: meta.is_some_and(|m| m.counts.contains_key("select_idle_cpu_enter")),
         irq_pressure: meta.and_then(|m| m.irq_time_accounting) != Some(false),
+        util_est,
     })
 }
 

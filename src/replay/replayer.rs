@@ -42,6 +42,8 @@ pub struct Setup {
     pub idle_scan_probes: bool,
     /// Interrupts take CPU capacity (avg_irq), unless the kernel is known not to keep it.
     pub irq_pressure: bool,
+    /// The util_est rules of the traced (or, for a re-run, the modelled) kernel.
+    pub util_est: util_est::Rules,
 }
 
 /// One policy being replayed, with its counts.
@@ -231,7 +233,7 @@ impl<'o> Replayer<'o> {
         let mut machine = Machine::new(setup.topo);
         machine.flips_before_trace = opts.flips_before_trace;
         machine.irq_pressure = setup.irq_pressure;
-        machine.util_est_rules = util_est::Rules::of_release(setup.kernel_release.as_deref());
+        machine.util_est_rules = setup.util_est;
         let mut lookahead = Lookahead::default();
         if setup.probes {
             lookahead.expect_probes();
@@ -843,6 +845,7 @@ mod tests {
             probes: true,
             idle_scan_probes: false,
             irq_pressure: true,
+            util_est: util_est::Rules::default(),
         };
         Replayer::new(setup, &ReplayOptions::default(), vec![seen]).unwrap()
     }

@@ -137,8 +137,8 @@ pub struct SimOptions {
     pub record: bool,
     /// The fair scheduler: CFS as in v6.1, or EEVDF (v6.6+, DELAY_DEQUEUE from v6.12).
     pub scheduler: Scheduler,
-    /// The util_est rules of the kernel modelled (SIS_UTIL's and CAS's view of
-    /// utilisation follows them).
+    /// The util_est rules of the kernel modelled, by its release (SIS_UTIL's budget and
+    /// the balancer's group utilisation read them); `scheduler` does not change them.
     pub util_est: crate::state::util_est::Rules,
     /// A traced machine's own wakeup delays: where a kind has samples, each such delay
     /// is drawn from them instead of `wake_ipi_ns` or `preempt_delay_ns`.

@@ -279,7 +279,8 @@ pub struct Machine {
     /// Interrupt time counts as pressure on capacity (avg_irq), as it does in a kernel
     /// built with CONFIG_IRQ_TIME_ACCOUNTING; without it the kernel keeps no avg_irq.
     pub irq_pressure: bool,
-    /// The util_est rules of the traced kernel's release.
+    /// The util_est rules of the kernel the events come from (traced, or modelled by a
+    /// re-run), by its release.
     pub util_est_rules: util_est::Rules,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,

@@ -5,7 +5,7 @@
 //! enqueued tasks).
 //!
 //! Two sets of rules ([`Rules`]): 6.1's estimate is the larger of the EWMA and the last
-//! sample. From v6.7 ("sched/fair: Simplify util_est", "sched/pelt: Avoid
+//! sample. From v6.8 ("sched/fair: Simplify util_est", "sched/pelt: Avoid
 //! underestimation of task utilization"; 6.12's fair.c has both, 6.1's neither) it is
 //! the EWMA alone, and a sleep does not lower the EWMA when the task's runnable_avg
 //! exceeds its util_avg by the margin: it waited to run, so its util_avg says less than
@@ -27,10 +27,11 @@ const WEIGHT_SHIFT: u32 = 2;
 /// The util_est rules of a kernel release.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Rules {
-    /// Before v6.7: the larger of the EWMA and the last sample, every sample taken.
+    /// Before v6.8 (6.1's, with UTIL_EST_FASTUP): the larger of the EWMA and the last
+    /// sample, which FASTUP keeps at or under the EWMA but for samples within the margin.
     #[default]
     LastSample,
-    /// From v6.7: the EWMA alone, a sample lower than it skipped when the task's
+    /// From v6.8: the EWMA alone, a sample lower than it also skipped when the task's
     /// runnable_avg exceeds it by the margin.
     EwmaOnly,
 }
@@ -39,7 +40,7 @@ impl Rules {
     /// The rules of a kernel release (`uname -r`); an unknown one keeps 6.1's.
     pub fn of_release(release: Option<&str>) -> Rules {
         match release.and_then(crate::abi::kernel_version) {
-            Some(v) if v >= (6, 7) => Rules::EwmaOnly,
+            Some(v) if v >= (6, 8) => Rules::EwmaOnly,
             _ => Rules::LastSample,
         }
     }
@@ -105,7 +106,7 @@ impl UtilEst {
         *self = ue;
     }
 
-    /// util_est_update from v6.7: increases taken at once; a decrease within the
+    /// util_est_update from v6.8: increases taken at once; a decrease within the
     /// margin leaves the EWMA; one above capacity is not taken at all (nor marked); one
     /// the task's waiting to run explains leaves the EWMA.
     fn sleep_ewma_only(&mut self, util: u64, runnable: u64, capacity: u64) {
@@ -189,7 +190,7 @@ mod tests {
 
     /// 6.12's util_est_update, worked through: an EWMA of 400 and a sample of 100.
     #[test]
-    fn from_6_7_a_task_that_waited_to_run_keeps_its_estimate() {
+    fn from_6_8_a_task_that_waited_to_run_keeps_its_estimate() {
         let at = |ewma| UtilEst {
             enqueued: ewma,
             ewma,
@@ -214,7 +215,7 @@ mod tests {
         u.pelt_changed();
         u.sleep(500, 900, 1024, Rules::EwmaOnly);
         assert_eq!(u.value(Rules::EwmaOnly), 500);
-        // 6.7+ reads the EWMA alone: after 500 then 495 (within the margin) 6.1's
+        // 6.8+ reads the EWMA alone: after 500 then 495 (within the margin) 6.1's
         // value is max(EWMA, last sample) = 500 too, so the two rules part only where
         // a task waited to run.
         u.pelt_changed();
@@ -226,8 +227,8 @@ mod tests {
     fn releases_map_to_their_util_est_rules() {
         let of = |r| Rules::of_release(Some(r));
         assert_eq!(of("6.1.0-57-amd64"), Rules::LastSample);
-        assert_eq!(of("6.6.30"), Rules::LastSample);
-        assert_eq!(of("6.7.0"), Rules::EwmaOnly);
+        assert_eq!(of("6.7.12"), Rules::LastSample);
+        assert_eq!(of("6.8.0"), Rules::EwmaOnly);
         assert_eq!(of("6.12.118-rig-sis-stats+noinline"), Rules::EwmaOnly);
         assert_eq!(of("6.18.0-1-amd64"), Rules::EwmaOnly);
         assert_eq!(Rules::of_release(None), Rules::LastSample);

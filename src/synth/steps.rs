@@ -167,14 +167,7 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, Sy
                 warmup_ns: o.warmup_ns,
                 duration_ns: o.duration_ns,
             });
-            write_bundle(
-                &dest,
-                &o.topology,
-                events,
-                provenance,
-                (policy, None),
-                &result,
-            )?;
+            write_bundle(&dest, &o.topology, events, provenance, policy, &result)?;
             Some(dest)
         }
     };
@@ -187,21 +180,19 @@ fn one(o: &SynthOptions, step: &LoadStep, policy: &str) -> Result<StepResult, Sy
 
 /// Writes a simulated run of `policy` as a bundle: its events as a capture's, how it
 /// was made as its provenance, the sched features a kernel running the policy would
-/// show, the release of the kernel it models (a re-run's trace's, whose util_est rules
-/// a replay of it then follows; none for a synthetic workload), and `result` as
-/// results/sim.json.
+/// show, and `result` as results/sim.json.
 pub fn write_bundle(
     dest: &Path,
     topology: &Topology,
     events: Vec<crate::trace::Event>,
     provenance: Provenance,
-    (policy, kernel_release): (&str, Option<&str>),
+    policy: &str,
     result: &impl Serialize,
 ) -> Result<(), SynthError> {
     let info = SourceInfo {
         format: "sisreplay synth".into(),
         nr_cpus: Some(topology.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(1)),
-        kernel_release: kernel_release.map(str::to_string),
+        kernel_release: None,
         clock: Some("virtual".into()),
         comms: Default::default(),
         extra: Default::default(),
