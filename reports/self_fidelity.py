@@ -99,28 +99,22 @@ def main():
         f"{'check':24}" + "".join(f"{'seed ' + str(s):>9}" for s in seeds),
     ]
     by_seed = {s: [runs[(b, s)] for b in done] for s in seeds}
-    for name, _ in CHECKS:
-        row = f"{name:24}"
-        for s in seeds:
-            row += f"{sum(1 for g in by_seed[s] if missed(g[name])):9d}"
-        lines.append(row)
-    row = f"{'all checks':24}"
-    for s in seeds:
-        row += f"{sum(1 for g in by_seed[s] for c in g.values() if missed(c)):9d}"
-    lines.append(row)
-    row = f"{'captures missing none':24}"
-    for s in seeds:
-        row += f"{sum(1 for g in by_seed[s] if not any(missed(c) for c in g.values())):9d}"
-    lines.append(row)
-    row = f"{'too few to judge':24}"
-    for s in seeds:
-        row += f"{sum(1 for g in by_seed[s] for c in g.values() if c.get('too_few')):9d}"
-    lines.append(row)
-    row = f"{'missed if all judged':24}"
-    for s in seeds:
-        row += f"{sum(1 for g in by_seed[s] for c in g.values() if not c['pass']):9d}"
-    lines.append(row)
 
+    def row(label, count):
+        """A row of `count(gates)` for each seed's gates."""
+        return f"{label:24}" + "".join(f"{count(by_seed[s]):9d}" for s in seeds)
+
+    for name, _ in CHECKS:
+        lines.append(row(name, lambda gs: sum(1 for g in gs if missed(g[name]))))
+    lines += [
+        row("all checks", lambda gs: sum(1 for g in gs for c in g.values() if missed(c))),
+        row("captures missing none",
+            lambda gs: sum(1 for g in gs if not any(missed(c) for c in g.values()))),
+        row("too few to judge",
+            lambda gs: sum(1 for g in gs for c in g.values() if c.get("too_few"))),
+        row("missed if all judged",
+            lambda gs: sum(1 for g in gs for c in g.values() if not c["pass"])),
+    ]
     lines += ["", "Checks missed by workload, by seed:", ""]
     for w in ("hackbench", "pingpong", "periodic", "other"):
         group = [b for b in done if workload(names[b]) == w]
