@@ -276,7 +276,7 @@ pub struct SelfFidelity {
     pub traced_policy: String,
     /// Each check, in the order printed.
     pub checks: Vec<Check>,
-    /// Every check passed that the trace's counts let judge.
+    /// Every check passed but those whose counts are too few to judge.
     pub trustworthy: bool,
 }
 
@@ -302,13 +302,14 @@ impl SelfFidelity {
     ) -> SelfFidelity {
         let mut checks = Vec::new();
         let mut count = |name: &str, r: u64, t: u64, pct: u64| {
+            let pass = within_pct(r, t, pct);
             checks.push(Check {
                 name: name.into(),
                 trace: t as f64,
                 rerun: r as f64,
                 tolerance: format!("±{pct} %"),
-                pass: within_pct(r, t, pct),
-                too_few: !within_pct(r, t, pct) && too_few_to_judge(r, t),
+                pass,
+                too_few: !pass && too_few_to_judge(r, t),
             })
         };
         count("wakeups", run.wakeups, trace.wakeups, 10);

@@ -49,7 +49,8 @@ impl Rules {
 /// p->se.avg.util_est.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UtilEst {
-    /// util_avg at the last sleep that updated the estimate (ue.enqueued).
+    /// util_avg at the last sleep that updated the estimate (6.1's ue.enqueued; from v6.8
+    /// the kernel keeps no such sample, and this stays as it was).
     pub enqueued: u64,
     /// The EWMA of those samples, following increases at once (UTIL_EST_FASTUP).
     pub ewma: u64,
@@ -110,7 +111,6 @@ impl UtilEst {
     /// margin leaves the EWMA; one above capacity is not taken at all (nor marked); one
     /// the task's waiting to run explains leaves the EWMA.
     fn sleep_ewma_only(&mut self, util: u64, runnable: u64, capacity: u64) {
-        self.enqueued = util;
         if self.ewma > util {
             let diff = self.ewma - util;
             let within = (diff as i64) < MARGIN;
