@@ -7,8 +7,9 @@ record_wakee can be applied as the kernel does). This sets replay's values (the
 `waker_flips` and `wakee_flips` of `replay --decisions`, flips before the trace fitted as
 by default) beside the kernel's, wakeup by wakeup, and says how often wake_wide decided
 alike; where the probe read them, SIS_UTIL's budget beside the kernel's nr_idle_scan, and
-the woken task's util_avg against PELT run over the trace's own times (whether the
-kernel's scheduler clock kept to the trace's); where a second probe recorded the periodic
+the woken task's util_avg against PELT run over the trace's own times and its last
+update against its sleep in the trace (whether the kernel's scheduler clock kept to the
+trace's); where a second probe recorded the periodic
 balances (find_busiest_group), which CPU balanced the LLC and when, against the rules
 replay balances by, and whether SIS_UTIL's formula over what that balance read gives the
 nr_idle_scan the next call sees.
@@ -259,6 +260,47 @@ def task_util_check(records, events_path):
     return "  the woken task's util_avg at its sleep against PELT over the trace's run time:\n" + "\n".join(out)
 
 
+def clock_check(records, events_path):
+    """Where the probe read the woken task's last_update_time (plu): the scheduler clock at
+    the dequeue of the task's last sleep against that sleep's sched_switch in the trace. A
+    stable sched_clock keeps the two a constant apart (the clocks' offset, taken as the
+    median). An unstable one (a guest whose TSC the kernel does not trust) lets a CPU's
+    clock run at most a tick past the last tick it took, so a vCPU the host left unrun for
+    a while dequeues its task at a stale time, and PELT charges the rest of the run to
+    whatever runs when the next tick brings the clock up. None without the field."""
+    if not records or "plu" not in records[0][3]:
+        return None
+    ev = (
+        pl.scan_parquet(events_path)
+        .filter((pl.col("event") == "sched_switch") & ~pl.col("prev_state").is_in([0, 256]))
+        .select("ts_ns", "prev_pid")
+        .collect()
+    )
+    sleeps = {}
+    for ts, pid in ev.iter_rows():
+        sleeps.setdefault(pid, []).append(ts)
+    diffs = []
+    for _, _, ts, kv in records:
+        s = sleeps.get(int(kv["gpid"]))
+        plu, t = int(kv["plu"]), round(ts * 1e9)
+        if not s or not plu:
+            continue
+        i = bisect.bisect_right(s, t) - 1
+        if i >= 0 and t - s[i] < 1_000_000_000:
+            diffs.append(plu - s[i])
+    if not diffs:
+        return None
+    d = pl.Series(diffs)
+    d = d - d.median()
+    behind = -d.filter(d < -500_000)
+    return (
+        f"  the scheduler clock at the woken task's last dequeue against its sleep in the trace"
+        f" (less the clocks' offset): within 50 us on {100 * (d.abs() <= 50_000).mean():.1f} %"
+        f" of {d.len()} sleeps, behind by more than 0.5 ms on {100 * behind.len() / d.len():.1f} %"
+        + (f" (median {behind.median() / 1e6:.1f} ms, most {behind.max() / 1e6:.1f} ms)" if behind.len() else "")
+    )
+
+
 def sis_util_budgets(d, k):
     """Replay's SIS_UTIL budget (the `budget` of `--decisions`) against the kernel's
     nr_idle_scan of the target's LLC, over the searches that reached select_idle_cpu,
@@ -347,6 +389,9 @@ def compare(bundle, binary, replay_args):
     util = task_util_check(records, bundle / "events.parquet")
     if util is not None:
         print(util)
+    clock = clock_check(records, bundle / "events.parquet")
+    if clock is not None:
+        print(clock)
     balanced = balance_check(
         list(balance_records(bundle / "kernel-state.txt.gz")),
         records,
