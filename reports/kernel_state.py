@@ -65,7 +65,10 @@ def balance_records(path):
 def softirqs_due(rows, events_path, llc_of):
     """Of the trace's SCHED softirqs on a CPU whose LLC interval (as replay takes it, idle
     or busy as the CPU's running task says) has passed since the kernel's last LLC
-    balance there: how many, and how many of them the kernel balanced in."""
+    balance there: how many, and how many of them the kernel balanced in; and the same
+    two counts for softirqs on a CPU idle for at most a tick and for one idle longer (by
+    then NOHZ has stopped the tick of a CPU with no timer due, so its softirqs come from
+    kicks, which balance only when they are balance kicks, not statistics ones)."""
     ev = (
         pl.scan_parquet(events_path)
         .select("ts_ns", "cpu", "event", "vec", "next_pid")
@@ -75,9 +78,12 @@ def softirqs_due(rows, events_path, llc_of):
     balanced = {}
     for _, t, kv in rows:
         balanced.setdefault(int(kv["dst"]), []).append(t)
-    curr, last, due, taken = {}, {}, 0, 0
+    curr, idle_from, due, taken = {}, {}, 0, 0
+    by_idle = {"a tick or less": [0, 0], "longer": [0, 0]}
     for t, cpu, event, next_pid in ev.select("ts_ns", "cpu", "event", "next_pid").iter_rows():
         if event == "sched_switch":
+            if next_pid == 0 and curr.get(cpu, 1) != 0:
+                idle_from[cpu] = t
             curr[cpu] = next_pid
             continue
         ts = balanced.get(cpu, [])
@@ -92,7 +98,11 @@ def softirqs_due(rows, events_path, llc_of):
         if t - ts[i - 1] >= interval:
             due += 1
             taken += here
-    return due, taken
+            if not busy and cpu in idle_from:
+                counts = by_idle["a tick or less" if t - idle_from[cpu] <= 1_000_000_000 // HZ else "longer"]
+                counts[0] += 1
+                counts[1] += here
+    return due, taken, by_idle
 
 
 def balance_check(balances, records, llcs, span, events_path):
@@ -135,14 +145,15 @@ def balance_check(balances, records, llcs, span, events_path):
             checked += 1
             valid += nr_idle_scan(su, len(cpus)) == int(after[i][f"s{d}"])
     n = len(rows)
-    due, taken = softirqs_due(rows, events_path, llc_of)
+    due, taken, by_idle = softirqs_due(rows, events_path, llc_of)
+    idle_split = "; ".join(f"on a CPU idle {k}, {b} of {d}" for k, (d, b) in by_idle.items())
     return (
         f"  LLC balances in the trace: {n}, {100 * own / n:.1f} % on the balancing CPU itself"
         f" ({n - own} on behalf of a tickless one), {100 * idle / n:.1f} % by a CPU idle at its"
         f" tick; {100 * early / n:.1f} % came sooner than replay's interval allows (jiffies);"
         f" SIS_UTIL's formula over what the balance read is the next call's nr_idle_scan on"
         f" {valid} of {checked}; of the trace's {due} SCHED softirqs on a CPU whose interval"
-        f" had passed since its last balance, the kernel balanced in {taken}"
+        f" had passed since its last balance, the kernel balanced in {taken} ({idle_split})"
     )
 
 
