@@ -245,6 +245,11 @@ pub struct SimResult {
     /// [`stretch`]).
     #[serde(default)]
     pub runs_stretched: u64,
+    /// Timed sleeps whose trace showed a late interrupt (see
+    /// [`crate::synth::late_timers`]) ended by another timer's interrupt of their CPU,
+    /// not by their own.
+    #[serde(default)]
+    pub late_timers_bunched: u64,
     /// When the last task finished, for workloads whose tasks end (a traced run); None
     /// when work remained at the end of the duration.
     pub finished_ns: Option<u64>,
@@ -308,6 +313,7 @@ impl SimResult {
             wakeup_collisions_with_warmup: 0,
             hidden_writes: 0,
             runs_stretched: 0,
+            late_timers_bunched: 0,
             rq_lock_waits: 0,
             rq_lock_wait_ns: 0,
             finished_ns: None,
@@ -389,6 +395,9 @@ struct Task {
     /// kept for its next sleep (a traced task's timed sleep was ended by an interrupt,
     /// not by the wake that follows it).
     timed: bool,
+    /// Counts its timed sleeps: a sleep's timer carries it, so that the timer of a
+    /// sleep an earlier interrupt ended (a late one's) does not end a later sleep.
+    sleep_gen: u32,
     /// When it last went to sleep waiting for a wake (a Sleep step).
     slept_at: u64,
     /// Sleeps a stream's hidden write ended (see [`crate::synth::streams`]), each owed
@@ -442,6 +451,9 @@ struct Cpu {
     /// leftmost task when that is not unfair by more than the wakeup granularity.
     next_buddy: Option<usize>,
     last_buddy: Option<usize>,
+    /// Tasks asleep on a timer of this CPU that its next timer interrupt ends once
+    /// due (a [`Step::SleepLate`]): each with when it is due and its sleep's gen.
+    late_timers: Vec<(usize, u64, u32)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -453,6 +465,8 @@ enum Ev {
     },
     Timer {
         task: usize,
+        /// The task's sleep_gen when the timer was set.
+        gen: u32,
     },
     /// An idle CPU woken by IPI starts running.
     Kick {
@@ -803,6 +817,7 @@ impl Sim {
                 delayed: false,
                 unborn: matches!(t.start, Start::At { .. } | Start::Forked),
                 timed: false,
+                sleep_gen: 0,
                 slept_at: 0,
                 hidden_woken: 0,
             })
@@ -1022,9 +1037,13 @@ impl Sim {
                         self.stint_end(cpu, now);
                     }
                 }
-                Ev::Timer { task } => {
-                    if std::mem::take(&mut self.tasks[task].timed) {
+                Ev::Timer { task, gen } => {
+                    if self.tasks[task].sleep_gen == gen
+                        && std::mem::take(&mut self.tasks[task].timed)
+                    {
+                        let cpu = self.tasks[task].cpu;
                         self.wake(task, None, now);
+                        self.late_timers(cpu, now);
                     }
                 }
                 Ev::Resched { cpu, gen } => {
@@ -1298,7 +1317,9 @@ impl Sim {
                     }
                 }
                 Step::Sleep if self.tasks[t].wake_pending > 0 => self.tasks[t].wake_pending -= 1,
-                Step::Sleep | Step::SleepFor(_) if self.resched_due(cpu) => {
+                Step::Sleep | Step::SleepFor(_) | Step::SleepLate { .. }
+                    if self.resched_due(cpu) =>
+                {
                     // Marked for preemption, it is preempted at its next preemption
                     // point, the return from the call that woke: before it can block.
                     self.tasks[t].pc -= 1;
@@ -1309,10 +1330,23 @@ impl Sim {
                     }
                     return;
                 }
-                Step::Sleep | Step::SleepFor(_) => {
-                    if let Step::SleepFor(ns) = step {
-                        self.schedule(now + ns, Ev::Timer { task: t });
-                        self.tasks[t].timed = true;
+                Step::Sleep | Step::SleepFor(_) | Step::SleepLate { .. } => {
+                    let timer = match step {
+                        Step::SleepFor(ns) => Some((ns, None)),
+                        Step::SleepLate { due_ns, by_ns } => Some((by_ns, Some(due_ns))),
+                        _ => None,
+                    };
+                    if let Some((ns, due)) = timer {
+                        let task = &mut self.tasks[t];
+                        task.sleep_gen = task.sleep_gen.wrapping_add(1);
+                        task.timed = true;
+                        let gen = task.sleep_gen;
+                        self.schedule(now + ns, Ev::Timer { task: t, gen });
+                        if let Some(due) = due {
+                            self.cpus[cpu as usize]
+                                .late_timers
+                                .push((t, now + due, gen));
+                        }
                     }
                     if self.opts.scheduler.is_eevdf() {
                         self.dequeue_sleeper(cpu, t, now);
@@ -1442,6 +1476,30 @@ impl Sim {
         self.tasks[t].state = State::Runnable;
         self.cpus[cpu as usize].rq.push(t);
         self.switch_to_next(cpu, now, Some(t), PREEMPTED);
+    }
+
+    /// A timer interrupt of `cpu` at `now` also ends the sleeps of the tasks whose late
+    /// timers there are due by then, in the order they went to sleep; a timer an earlier
+    /// interrupt (or its own) already ran is dropped.
+    fn late_timers(&mut self, cpu: u32, now: u64) {
+        let pending = std::mem::take(&mut self.cpus[cpu as usize].late_timers);
+        let mut kept = Vec::with_capacity(pending.len());
+        for (t, due, gen) in pending {
+            let task = &self.tasks[t];
+            if task.sleep_gen != gen || !task.timed {
+                continue;
+            }
+            if due > now {
+                kept.push((t, due, gen));
+                continue;
+            }
+            self.tasks[t].timed = false;
+            self.result.late_timers_bunched += 1;
+            self.wake(t, None, now);
+        }
+        // Wakes above may have added sleepers of their own.
+        kept.append(&mut self.cpus[cpu as usize].late_timers);
+        self.cpus[cpu as usize].late_timers = kept;
     }
 
     /// Wakes `t`, by a task (`by`: waker, its CPU, sync) or by a timer.
@@ -2675,5 +2733,80 @@ mod tests {
         );
         let t = Tunables::for_cpus(224);
         assert_eq!((t.min_granularity, t.wakeup_granularity), (3 * MS, 4 * MS));
+    }
+
+    /// A sleeps at 1 ms for 5 ms on CPU 0; B, there from 2 ms, sleeps at 3 ms with a
+    /// late timer due 2 ms on (by 20 ms at the latest). A's timer interrupt at 6 ms ends
+    /// B's sleep too; A takes the idle CPU 0 first, so B is placed on CPU 1. B's next
+    /// sleep (30 ms, from about 7 ms) is not ended by the first sleep's timer at 23 ms.
+    #[test]
+    fn a_late_timer_ends_with_its_cpus_next_timer_interrupt() {
+        let task = |pid: i32, steps: Vec<Step>, start: Start| TaskSpec {
+            comm: format!("t{pid}"),
+            pid: Some(pid),
+            steps,
+            looping: false,
+            start,
+            pinned: None,
+        };
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks: vec![
+                task(
+                    101,
+                    vec![Step::Run(MS), Step::SleepFor(5 * MS), Step::Run(MS)],
+                    Start::Runnable { cpu: Some(0) },
+                ),
+                task(
+                    102,
+                    vec![
+                        Step::Run(MS),
+                        Step::SleepLate {
+                            due_ns: 2 * MS,
+                            by_ns: 20 * MS,
+                        },
+                        Step::Run(MS),
+                        Step::SleepFor(30 * MS),
+                        Step::Run(MS),
+                    ],
+                    Start::At {
+                        at_ns: 2 * MS,
+                        cpu: 0,
+                    },
+                ),
+            ],
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.record = true;
+        let (r, events) = Sim::new(w, opts).unwrap().run();
+        let wakings: Vec<(u64, u32)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Waking(w) if w.pid == 102 => Some((e.ts, e.cpu)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(wakings.len(), 2, "{wakings:?}");
+        // The events of one instant are stamped a few ns apart, in order.
+        let (at, cpu) = wakings[0];
+        assert!((6 * MS..6 * MS + 1_000).contains(&at), "{wakings:?}");
+        assert_eq!(cpu, 0, "woken by A's interrupt on CPU 0");
+        assert!(wakings[1].0 >= 37 * MS, "{wakings:?}");
+        let moved_to_1 = events.iter().any(|e| {
+            matches!(
+                e.kind,
+                EventKind::Migrate {
+                    pid: 102,
+                    orig_cpu: 0,
+                    dest_cpu: 1,
+                    ..
+                }
+            ) && e.ts >= 6 * MS
+                && e.ts < 7 * MS
+        });
+        assert!(moved_to_1, "B placed off its busy prev");
+        assert_eq!(r.late_timers_bunched, 1);
     }
 }

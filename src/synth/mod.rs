@@ -7,6 +7,7 @@
 pub mod exchange;
 pub mod feasible;
 pub mod interrupted;
+pub mod late_timers;
 pub mod steps;
 pub mod streams;
 pub mod traced;
@@ -29,6 +30,16 @@ pub enum Step {
     Sleep,
     /// Block for this many ns; a timer wakes the task from interrupt context.
     SleepFor(u64),
+    /// Block until the first timer interrupt of the task's CPU at least `due_ns` on, or
+    /// for `by_ns` at the latest. In the trace this timer ran in an interrupt that had
+    /// already woken a task on that CPU: a late interrupt (a vCPU its host ran late)
+    /// runs every timer due by then, so its own expiry passed unseen, earlier.
+    SleepLate {
+        /// The earliest its timer can have been due (ns after the sleep began).
+        due_ns: u64,
+        /// The sleep the trace shows (ns).
+        by_ns: u64,
+    },
     /// One unit of work done (a transaction, a message, a loop), for throughput.
     Count,
 }
