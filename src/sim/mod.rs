@@ -451,8 +451,9 @@ struct Cpu {
     /// leftmost task when that is not unfair by more than the wakeup granularity.
     next_buddy: Option<usize>,
     last_buddy: Option<usize>,
-    /// Tasks asleep on a timer of this CPU that its next timer interrupt ends once
-    /// due (a [`Step::SleepLate`]): each with when it is due and its sleep's gen.
+    /// Tasks asleep on a timer of this CPU that its next timer interrupt or wakeup IPI
+    /// ends once due (a [`Step::SleepLate`]): each with when it is due and its sleep's
+    /// gen.
     late_timers: Vec<(usize, u64, u32)>,
 }
 
@@ -1062,6 +1063,8 @@ impl Sim {
                 Ev::Kick { cpu } => {
                     self.cpus[cpu as usize].kicked = false;
                     self.run_if_idle(cpu, now);
+                    // Running again, the CPU takes its timer interrupt if one is due.
+                    self.late_timers(cpu, now);
                 }
                 Ev::Start { task } => {
                     self.enter(task, now);
@@ -1478,9 +1481,10 @@ impl Sim {
         self.switch_to_next(cpu, now, Some(t), PREEMPTED);
     }
 
-    /// A timer interrupt of `cpu` at `now` also ends the sleeps of the tasks whose late
-    /// timers there are due by then, in the order they went to sleep; a timer an earlier
-    /// interrupt (or its own) already ran is dropped.
+    /// A timer interrupt of `cpu` at `now`, or its leaving idle for a wakeup's IPI (an
+    /// idle vCPU its host runs again takes its due timer interrupt at once), also ends
+    /// the sleeps of the tasks whose late timers there are due by then, in the order they
+    /// went to sleep; a timer an earlier interrupt (or its own) already ran is dropped.
     fn late_timers(&mut self, cpu: u32, now: u64) {
         let pending = std::mem::take(&mut self.cpus[cpu as usize].late_timers);
         let mut kept = Vec::with_capacity(pending.len());
@@ -2807,6 +2811,70 @@ mod tests {
                 && e.ts < 7 * MS
         });
         assert!(moved_to_1, "B placed off its busy prev");
+        assert_eq!(r.late_timers_bunched, 1);
+    }
+
+    /// B sleeps on the idle CPU 1 at 1 ms with a late timer due 2 ms on (by 20 ms at the
+    /// latest). At 5 ms A, on CPU 0, wakes E, which is pinned to CPU 1: the IPI that
+    /// brings CPU 1 out of idle also runs B's due timer.
+    #[test]
+    fn a_late_timer_ends_when_its_cpu_leaves_idle_for_a_wakeup() {
+        let task = |pid: i32, steps: Vec<Step>, start: Start, pinned: Option<u32>| TaskSpec {
+            comm: format!("t{pid}"),
+            pid: Some(pid),
+            steps,
+            looping: false,
+            start,
+            pinned,
+        };
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks: vec![
+                task(
+                    101,
+                    vec![
+                        Step::Run(5 * MS),
+                        Step::Wake {
+                            task: 2,
+                            sync: false,
+                        },
+                        Step::Run(MS),
+                    ],
+                    Start::Runnable { cpu: Some(0) },
+                    Some(0),
+                ),
+                task(
+                    102,
+                    vec![
+                        Step::Run(MS),
+                        Step::SleepLate {
+                            due_ns: 2 * MS,
+                            by_ns: 20 * MS,
+                        },
+                        Step::Run(MS),
+                    ],
+                    Start::Runnable { cpu: Some(1) },
+                    Some(1),
+                ),
+                task(103, vec![Step::Run(MS)], Start::Asleep { cpu: 1 }, Some(1)),
+            ],
+            wakes_counted: true,
+        };
+        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        opts.record = true;
+        let (r, events) = Sim::new(w, opts).unwrap().run();
+        let woken = |pid: i32| {
+            events.iter().find_map(|e| match &e.kind {
+                EventKind::Waking(w) if w.pid == pid => Some((e.ts, e.cpu)),
+                _ => None,
+            })
+        };
+        let (e_at, _) = woken(103).expect("E woken");
+        let (b_at, b_cpu) = woken(102).expect("B woken");
+        assert!((5 * MS..6 * MS).contains(&e_at), "{e_at}");
+        assert!(b_at > e_at && b_at < 6 * MS, "B at {b_at}, E at {e_at}");
+        assert_eq!(b_cpu, 1);
         assert_eq!(r.late_timers_bunched, 1);
     }
 }

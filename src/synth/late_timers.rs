@@ -3,9 +3,11 @@
 //! not when its own timer was due: an interrupt that comes late (a vCPU the host runs
 //! late; on the rig, an idle vCPU's timer interrupt comes a median 4–10 ms after a 2 ms
 //! sleep) runs every timer due by then. The re-run wakes such a sleep at the first timer
-//! interrupt of its CPU from its earliest due time on ([`Step::SleepLate`]), so that the
-//! timers of a CPU come in bunches as the trace's did, and the later ones in a bunch find
-//! their CPU taken by the first and are placed elsewhere.
+//! interrupt of its CPU from its earliest due time on, or at the first wakeup IPI that
+//! brings the CPU out of idle (a vCPU its host runs again takes its due timer interrupt
+//! at once) ([`Step::SleepLate`]), so that the timers of a CPU come in bunches as the
+//! trace's did, and the later ones in a bunch find their CPU taken by the first and are
+//! placed elsewhere.
 //!
 //! A sleep's own expiry is not in the trace. Its earliest is taken as the larger of its
 //! task's shortest timer sleep that ran first in its interrupt (the sleep it asks for,

@@ -30,8 +30,8 @@ pub enum Step {
     Sleep,
     /// Block for this many ns; a timer wakes the task from interrupt context.
     SleepFor(u64),
-    /// Block until the first timer interrupt of the task's CPU at least `due_ns` on, or
-    /// for `by_ns` at the latest. In the trace this timer ran in an interrupt that had
+    /// Block until the first timer interrupt (or wakeup IPI) of the task's CPU at least
+    /// `due_ns` on, or for `by_ns` at the latest. In the trace this timer ran in an interrupt that had
     /// already woken a task on that CPU: a late interrupt (a vCPU its host ran late)
     /// runs every timer due by then, so its own expiry passed unseen, earlier.
     SleepLate {
