@@ -829,13 +829,10 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
             let _ = writeln!(
                 out,
                 "Timed sleeps the trace ended in an interrupt that had already woken a task \
-                 on their CPU (a late interrupt; nine in ten first wakeups of an interrupt \
-                 came within {:.1} ms of their task's shortest timed sleep): {}; the re-run \
-                 ended {} of them at an earlier timer interrupt of their CPU, the rest at \
-                 their traced length",
-                late.lateness_p90_ns as f64 / 1e6,
-                late.sleeps,
-                res.late_timers_bunched
+                 on their CPU (a late interrupt): {}; the re-run ended {} of them at an \
+                 earlier timer interrupt or wakeup IPI of their CPU, the rest at their \
+                 traced length",
+                late.sleeps, res.late_timers_bunched
             );
         }
     }

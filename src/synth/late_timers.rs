@@ -9,11 +9,12 @@
 //! trace's did, and the later ones in a bunch find their CPU taken by the first and are
 //! placed elsewhere.
 //!
-//! A sleep's own expiry is not in the trace. Its earliest is taken as the larger of its
-//! task's shortest timer sleep that ran first in its interrupt (the sleep it asks for,
-//! as a timer never fires early) and its traced length less the lateness of nine in ten
-//! first-in-interrupt sleeps (their length less their task's shortest): where interrupts
-//! come on time that leaves the sleep as traced.
+//! A sleep's own expiry is not in the trace, but two bounds are. The interrupt runs its
+//! timers in the order they expired, so a later one was late by no more than the first,
+//! whose lateness is its sleep less its task's shortest first-in-interrupt sleep (the
+//! builder sets that bound, [`super::traced`]). And a timer does not fire early, so the
+//! sleep lasted at least its own task's shortest first-in-interrupt sleep (set here,
+//! once the whole trace is read). Where interrupts come on time a sleep keeps its length.
 
 use super::{Step, TaskSpec};
 
@@ -22,57 +23,30 @@ use super::{Step, TaskSpec};
 pub struct LateTimers {
     /// Timed sleeps that ran in an interrupt that had already woken a task.
     pub sleeps: u64,
-    /// The lateness of nine in ten first-in-interrupt sleeps (ns).
-    pub lateness_p90_ns: u64,
 }
 
-/// Sets each [`Step::SleepLate`]'s `due_ns` from its `by_ns` and the workload's other
-/// timed sleeps.
+/// Raises each [`Step::SleepLate`]'s `due_ns` (the builder's bound from its interrupt's
+/// first timer) to its task's shortest first-in-interrupt sleep, within its `by_ns`.
 pub fn settle(tasks: &mut [TaskSpec]) -> LateTimers {
-    let floors: Vec<Option<u64>> = tasks
-        .iter()
-        .map(|t| {
-            t.steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::SleepFor(ns) => Some(*ns),
-                    _ => None,
-                })
-                .min()
-        })
-        .collect();
-    let mut lateness: Vec<u64> = tasks
-        .iter()
-        .zip(&floors)
-        .filter_map(|(t, f)| f.map(|f| (t, f)))
-        .flat_map(|(t, f)| {
-            t.steps.iter().filter_map(move |s| match s {
-                Step::SleepFor(ns) => Some(ns - f),
+    let mut sleeps = 0;
+    for t in tasks.iter_mut() {
+        let shortest = t
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::SleepFor(ns) => Some(*ns),
                 _ => None,
             })
-        })
-        .collect();
-    lateness.sort_unstable();
-    let p90 = lateness
-        .get(lateness.len().saturating_mul(9) / 10)
-        .copied()
-        .unwrap_or(0);
-    let mut sleeps = 0;
-    for (t, floor) in tasks.iter_mut().zip(&floors) {
+            .min()
+            .unwrap_or(0);
         for s in &mut t.steps {
             if let Step::SleepLate { due_ns, by_ns } = s {
-                *due_ns = by_ns
-                    .saturating_sub(p90)
-                    .max(floor.unwrap_or(0))
-                    .clamp(1, (*by_ns).max(1));
+                *due_ns = (*due_ns).max(shortest).clamp(1, (*by_ns).max(1));
                 sleeps += 1;
             }
         }
     }
-    LateTimers {
-        sleeps,
-        lateness_p90_ns: p90,
-    }
+    LateTimers { sleeps }
 }
 
 #[cfg(test)]
@@ -85,89 +59,31 @@ mod tests {
         TaskSpec::looping("t".into(), steps)
     }
 
-    fn late(by_ns: u64) -> Step {
-        Step::SleepLate {
-            due_ns: by_ns,
-            by_ns,
-        }
+    fn late(due_ns: u64, by_ns: u64) -> Step {
+        Step::SleepLate { due_ns, by_ns }
     }
 
+    /// Task 0 asks for 2 ms (its shortest first-in-interrupt sleep): a late sleep of
+    /// 12 ms its interrupt bounds at 4 ms stays due at 4; one bounded at 1 ms is due at
+    /// 2 ms, as its timer cannot have fired sooner. Task 1 has no sleep of its own to
+    /// say what it asks for: its interrupt's bound stands. None is due after its length.
     #[test]
-    fn a_late_sleep_is_due_from_its_tasks_shortest_sleep_or_its_length_less_the_lateness() {
-        // Task 0 asks for 2 ms and its first-in-interrupt sleeps came 0, 1, 3 and 8 ms
-        // late; task 1 asks for 10 ms and came on time.
+    fn a_late_sleep_is_due_no_sooner_than_its_interrupt_or_its_task_allow() {
         let mut tasks = vec![
             task(vec![
-                Step::SleepFor(2 * MS),
                 Step::SleepFor(3 * MS),
-                Step::SleepFor(5 * MS),
-                Step::SleepFor(10 * MS),
-                late(12 * MS),
-                late(40 * MS),
+                Step::SleepFor(2 * MS),
+                late(4 * MS, 12 * MS),
+                late(MS, 12 * MS),
+                late(2 * MS, MS + 500),
             ]),
-            task(vec![
-                Step::SleepFor(10 * MS),
-                Step::SleepFor(10 * MS),
-                Step::SleepFor(10 * MS),
-                Step::SleepFor(10 * MS),
-                Step::SleepFor(10 * MS),
-                Step::SleepFor(10 * MS),
-                late(10 * MS + 500),
-            ]),
-            // No first-in-interrupt sleep to tell what it asks for.
-            task(vec![late(30 * MS)]),
+            task(vec![late(7 * MS, 30 * MS)]),
         ];
         let found = settle(&mut tasks);
-        // The ten lateness samples sorted: seven 0s, 1, 3 and 8 ms; the 9th of ten
-        // (index 9) is 8 ms.
-        assert_eq!(found.lateness_p90_ns, 8 * MS);
         assert_eq!(found.sleeps, 4);
-        // 12 − 8 = 4 ms, above task 0's 2 ms; 40 − 8 = 32 ms.
-        assert_eq!(
-            tasks[0].steps[4],
-            Step::SleepLate {
-                due_ns: 4 * MS,
-                by_ns: 12 * MS
-            }
-        );
-        assert_eq!(
-            tasks[0].steps[5],
-            Step::SleepLate {
-                due_ns: 32 * MS,
-                by_ns: 40 * MS
-            }
-        );
-        // 10.0005 − 8 ms is below what task 1 asks for: 10 ms.
-        assert_eq!(
-            tasks[1].steps[6],
-            Step::SleepLate {
-                due_ns: 10 * MS,
-                by_ns: 10 * MS + 500
-            }
-        );
-        assert_eq!(
-            tasks[2].steps[0],
-            Step::SleepLate {
-                due_ns: 22 * MS,
-                by_ns: 30 * MS
-            }
-        );
-    }
-
-    #[test]
-    fn without_late_interrupts_a_late_sleep_keeps_its_length() {
-        let mut tasks = vec![task(vec![
-            Step::SleepFor(MS),
-            Step::SleepFor(MS),
-            late(MS + 7),
-        ])];
-        settle(&mut tasks);
-        assert_eq!(
-            tasks[0].steps[2],
-            Step::SleepLate {
-                due_ns: MS + 7,
-                by_ns: MS + 7
-            }
-        );
+        assert_eq!(tasks[0].steps[2], late(4 * MS, 12 * MS));
+        assert_eq!(tasks[0].steps[3], late(2 * MS, 12 * MS));
+        assert_eq!(tasks[0].steps[4], late(MS + 500, MS + 500));
+        assert_eq!(tasks[1].steps[0], late(7 * MS, 30 * MS));
     }
 }

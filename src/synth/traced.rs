@@ -83,6 +83,8 @@ struct Building {
     /// switch is traced, so a waking can come first. The sleep that follows is then
     /// already satisfied; if no sleep follows, the wake did nothing.
     early: Option<Early>,
+    /// Its shortest timed sleep so far whose timer ran first in its interrupt.
+    shortest_timer_sleep: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -190,9 +192,20 @@ struct Builder {
     first: Option<u64>,
     /// Tasks whose wakings by the task running on their CPU are their timers'.
     timer_woken: HashSet<i32>,
-    /// Per CPU, when an interrupt there last woke a task with no switch since: a timer
-    /// waking soon after ran in the same interrupt.
-    irq_woke: Vec<Option<u64>>,
+    /// Per CPU, the interrupt that last woke a task there, if no switch came since: a
+    /// timer waking soon after ran in the same interrupt.
+    irq_woke: Vec<Option<Interrupt>>,
+}
+
+/// An interrupt's timer wakings so far.
+#[derive(Clone, Copy)]
+struct Interrupt {
+    /// Its latest waking (ns).
+    last: u64,
+    /// How late its first timer ran: that sleep less its task's shortest so far. The
+    /// interrupt runs its timers in the order they expired, so the ones after it were
+    /// late by no more. None where the first waking ended no traced sleep.
+    lateness: Option<u64>,
 }
 
 impl Builder {
@@ -440,25 +453,40 @@ impl Builder {
         }
         self.last_wake[cpu] = None;
         self.shape.timer_wakeups += 1;
-        let batched = self.irq_woke[cpu].is_some_and(|t| now.saturating_sub(t) <= SAME_IRQ_NS);
-        self.irq_woke[cpu] = Some(now);
+        let interrupt =
+            self.irq_woke[cpu].filter(|irq| now.saturating_sub(irq.last) <= SAME_IRQ_NS);
+        self.irq_woke[cpu] = Some(Interrupt {
+            last: now,
+            lateness: interrupt.and_then(|irq| irq.lateness),
+        });
         if blocking {
             self.tasks[i].early = Some(Early::Timer);
             return;
         }
         let (since, sleep_step) = asleep.expect("asleep or blocking");
         let ns = now.saturating_sub(since).max(1);
-        match sleep_step {
-            // Its due time is worked out once every timer of the trace is known.
-            Some(k) if batched => {
-                self.tasks[i].steps[k] = Step::SleepLate {
-                    due_ns: ns,
+        let b = &mut self.tasks[i];
+        match (sleep_step, interrupt) {
+            // Due no earlier than the interrupt's first timer was late; its task's
+            // shortest first-in-interrupt sleep is known once the trace is read.
+            (Some(k), Some(irq)) => {
+                b.steps[k] = Step::SleepLate {
+                    due_ns: irq.lateness.map_or(ns, |l| ns.saturating_sub(l)),
                     by_ns: ns,
                 }
             }
-            Some(k) => self.tasks[i].steps[k] = Step::SleepFor(ns),
-            None => {
-                self.tasks[i].start = Some(Start::At {
+            (Some(k), None) => {
+                b.steps[k] = Step::SleepFor(ns);
+                let shortest = *b
+                    .shortest_timer_sleep
+                    .insert(b.shortest_timer_sleep.map_or(ns, |s| s.min(ns)));
+                self.irq_woke[cpu] = Some(Interrupt {
+                    last: now,
+                    lateness: Some(ns - shortest),
+                });
+            }
+            (None, _) => {
+                b.start = Some(Start::At {
                     at_ns: now - t0,
                     cpu: prev,
                 })
@@ -586,25 +614,22 @@ mod tests {
         }
     }
 
-    /// Tasks 10 and 20 run on CPU 0 and sleep at 10 and 20 us. An interrupt at 1 ms
-    /// wakes 10 and, 30 us later with no switch between, 20: 20's timer ran in the same
-    /// interrupt, late. After 10 and 20 have run and slept again (switches between), an
-    /// interrupt wakes 10 alone 400 us after its sleep. 20 has no first-in-interrupt
-    /// sleep to say what it asks for, so its late sleep is due from its length less the
-    /// lateness of the others: 10's 990 and 400 us sleeps, 590 and 0 us late against its
-    /// shortest; nine in ten (the 9th of ten: the larger of two) within 590 us.
+    /// Task 10 sleeps 400 us on CPU 0, woken first in its interrupt: on time, the sleep it
+    /// asks for. It sleeps again at 430 us and 20 at 440 us; an interrupt at 1,420 us
+    /// wakes 10 (990 us: 590 us late) and, 30 us later with no switch between, 20: 20's
+    /// timer ran in that interrupt, after 10's, so it was late by no more than 590 us:
+    /// due 1,010 − 590 = 420 us into its sleep at the earliest.
     #[test]
     fn a_timer_that_ran_in_an_interrupt_that_had_woken_a_task_is_late() {
         let events = vec![
             switch(0, 0, 0, 0, 10),
-            switch(10 * US, 0, 10, 1, 20),
-            switch(20 * US, 0, 20, 1, 0),
-            waking(1_000 * US, 0, 0, 10),
-            waking(1_030 * US, 0, 0, 20),
-            switch(1_040 * US, 0, 0, 0, 10),
-            switch(1_050 * US, 0, 10, 1, 20),
-            switch(1_060 * US, 0, 20, 1, 0),
-            waking(1_450 * US, 0, 0, 10),
+            switch(10 * US, 0, 10, 1, 0),
+            waking(410 * US, 0, 0, 10),
+            switch(420 * US, 0, 0, 0, 10),
+            switch(430 * US, 0, 10, 1, 20),
+            switch(440 * US, 0, 20, 1, 0),
+            waking(1_420 * US, 0, 0, 10),
+            waking(1_450 * US, 0, 0, 20),
             switch(1_460 * US, 0, 0, 0, 10),
         ];
         let (w, shape) = build("t", &events, 1);
@@ -617,17 +642,16 @@ mod tests {
         };
         assert_eq!(
             sleeps(&w.tasks[0]),
-            vec![Step::SleepFor(990 * US), Step::SleepFor(400 * US)]
+            vec![Step::SleepFor(400 * US), Step::SleepFor(990 * US)]
         );
         assert_eq!(
             sleeps(&w.tasks[1]),
             vec![Step::SleepLate {
-                due_ns: 1_010 * US - 590 * US,
+                due_ns: 420 * US,
                 by_ns: 1_010 * US
             }]
         );
         assert_eq!(shape.late_timers.sleeps, 1);
-        assert_eq!(shape.late_timers.lateness_p90_ns, 590 * US);
     }
 
     /// A shell that execs the benchmark is known by the benchmark's name.
