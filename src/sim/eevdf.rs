@@ -302,9 +302,8 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{SimOptions, Start, Step, Workload};
+    use crate::sim::{Start, Step};
     use crate::synth::TaskSpec;
-    use crate::topology::Topology;
 
     const MS: u64 = 1_000_000;
 
@@ -321,13 +320,7 @@ mod tests {
                 pinned: (i == 0 && !free).then_some(0),
             })
             .collect();
-        let w = Workload {
-            name: "t".into(),
-            unit: "units",
-            tasks,
-            wakes_counted: true,
-        };
-        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        let (w, mut opts) = crate::sim::tests::on_two_cpus(tasks);
         opts.wake_ipi_ns = 0;
         opts.preempt_delay_ns = 0;
         opts.scheduler = scheduler;

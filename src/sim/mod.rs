@@ -2143,6 +2143,19 @@ mod tests {
         two_cpus_with(n, pinned, 0)
     }
 
+    /// `tasks` as a workload on 2 CPUs of one LLC, and options for 100 ms of it under
+    /// sis_util.
+    pub(in crate::sim) fn on_two_cpus(tasks: Vec<TaskSpec>) -> (Workload, SimOptions) {
+        let w = Workload {
+            name: "t".into(),
+            unit: "units",
+            tasks,
+            wakes_counted: true,
+        };
+        let opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        (w, opts)
+    }
+
     fn two_cpus_with(n: usize, pinned: &[Option<u32>], preempt_delay_ns: u64) -> Sim {
         let tasks = (0..n)
             .map(|i| TaskSpec {
@@ -2154,13 +2167,7 @@ mod tests {
                 pinned: pinned.get(i).copied().flatten(),
             })
             .collect();
-        let w = Workload {
-            name: "t".into(),
-            unit: "units",
-            tasks,
-            wakes_counted: true,
-        };
-        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
+        let (w, mut opts) = on_two_cpus(tasks);
         opts.wake_ipi_ns = 0;
         opts.preempt_delay_ns = preempt_delay_ns;
         Sim::new(w, opts).unwrap()
@@ -2739,59 +2746,63 @@ mod tests {
         assert_eq!((t.min_granularity, t.wakeup_granularity), (3 * MS, 4 * MS));
     }
 
+    /// A traced task of pid `pid`, `pinned` or not.
+    fn spec(pid: i32, steps: Vec<Step>, start: Start, pinned: Option<u32>) -> TaskSpec {
+        TaskSpec {
+            comm: format!("t{pid}"),
+            pid: Some(pid),
+            steps,
+            looping: false,
+            start,
+            pinned,
+        }
+    }
+
+    /// A late timer sleep due 2 ms on, 20 ms at the latest.
+    const LATE: Step = Step::SleepLate {
+        due_ns: 2 * MS,
+        by_ns: 20 * MS,
+    };
+
+    /// `tasks` re-run for 100 ms on 2 CPUs: the result, and the wakings of `pid` (time,
+    /// CPU).
+    fn late_rerun(tasks: Vec<TaskSpec>, pid: i32) -> (SimResult, Vec<(u64, u32)>, Vec<Event>) {
+        let (w, mut opts) = on_two_cpus(tasks);
+        opts.record = true;
+        let (r, events) = Sim::new(w, opts).unwrap().run();
+        let wakings = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Waking(w) if w.pid == pid => Some((e.ts, e.cpu)),
+                _ => None,
+            })
+            .collect();
+        (r, wakings, events)
+    }
+
     /// A sleeps at 1 ms for 5 ms on CPU 0; B, there from 2 ms, sleeps at 3 ms with a
     /// late timer due 2 ms on (by 20 ms at the latest). A's timer interrupt at 6 ms ends
     /// B's sleep too; A takes the idle CPU 0 first, so B is placed on CPU 1. B's next
     /// sleep (30 ms, from about 7 ms) is not ended by the first sleep's timer at 23 ms.
     #[test]
     fn a_late_timer_ends_with_its_cpus_next_timer_interrupt() {
-        let task = |pid: i32, steps: Vec<Step>, start: Start| TaskSpec {
-            comm: format!("t{pid}"),
-            pid: Some(pid),
-            steps,
-            looping: false,
-            start,
-            pinned: None,
+        let a = vec![Step::Run(MS), Step::SleepFor(5 * MS), Step::Run(MS)];
+        let b = vec![
+            Step::Run(MS),
+            LATE,
+            Step::Run(MS),
+            Step::SleepFor(30 * MS),
+            Step::Run(MS),
+        ];
+        let b_start = Start::At {
+            at_ns: 2 * MS,
+            cpu: 0,
         };
-        let w = Workload {
-            name: "t".into(),
-            unit: "units",
-            tasks: vec![
-                task(
-                    101,
-                    vec![Step::Run(MS), Step::SleepFor(5 * MS), Step::Run(MS)],
-                    Start::Runnable { cpu: Some(0) },
-                ),
-                task(
-                    102,
-                    vec![
-                        Step::Run(MS),
-                        Step::SleepLate {
-                            due_ns: 2 * MS,
-                            by_ns: 20 * MS,
-                        },
-                        Step::Run(MS),
-                        Step::SleepFor(30 * MS),
-                        Step::Run(MS),
-                    ],
-                    Start::At {
-                        at_ns: 2 * MS,
-                        cpu: 0,
-                    },
-                ),
-            ],
-            wakes_counted: true,
-        };
-        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
-        opts.record = true;
-        let (r, events) = Sim::new(w, opts).unwrap().run();
-        let wakings: Vec<(u64, u32)> = events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::Waking(w) if w.pid == 102 => Some((e.ts, e.cpu)),
-                _ => None,
-            })
-            .collect();
+        let tasks = vec![
+            spec(101, a, Start::Runnable { cpu: Some(0) }, None),
+            spec(102, b, b_start, None),
+        ];
+        let (r, wakings, events) = late_rerun(tasks, 102);
         assert_eq!(wakings.len(), 2, "{wakings:?}");
         // The events of one instant are stamped a few ns apart, in order.
         let (at, cpu) = wakings[0];
@@ -2819,59 +2830,34 @@ mod tests {
     /// brings CPU 1 out of idle also runs B's due timer.
     #[test]
     fn a_late_timer_ends_when_its_cpu_leaves_idle_for_a_wakeup() {
-        let task = |pid: i32, steps: Vec<Step>, start: Start, pinned: Option<u32>| TaskSpec {
-            comm: format!("t{pid}"),
-            pid: Some(pid),
-            steps,
-            looping: false,
-            start,
-            pinned,
+        let wake_e = Step::Wake {
+            task: 2,
+            sync: false,
         };
-        let w = Workload {
-            name: "t".into(),
-            unit: "units",
-            tasks: vec![
-                task(
-                    101,
-                    vec![
-                        Step::Run(5 * MS),
-                        Step::Wake {
-                            task: 2,
-                            sync: false,
-                        },
-                        Step::Run(MS),
-                    ],
-                    Start::Runnable { cpu: Some(0) },
-                    Some(0),
-                ),
-                task(
-                    102,
-                    vec![
-                        Step::Run(MS),
-                        Step::SleepLate {
-                            due_ns: 2 * MS,
-                            by_ns: 20 * MS,
-                        },
-                        Step::Run(MS),
-                    ],
-                    Start::Runnable { cpu: Some(1) },
-                    Some(1),
-                ),
-                task(103, vec![Step::Run(MS)], Start::Asleep { cpu: 1 }, Some(1)),
-            ],
-            wakes_counted: true,
-        };
-        let mut opts = SimOptions::with_defaults(Topology::flat(2), "sis_util", 0, 100 * MS);
-        opts.record = true;
-        let (r, events) = Sim::new(w, opts).unwrap().run();
-        let woken = |pid: i32| {
-            events.iter().find_map(|e| match &e.kind {
-                EventKind::Waking(w) if w.pid == pid => Some((e.ts, e.cpu)),
+        let tasks = vec![
+            spec(
+                101,
+                vec![Step::Run(5 * MS), wake_e, Step::Run(MS)],
+                Start::Runnable { cpu: Some(0) },
+                Some(0),
+            ),
+            spec(
+                102,
+                vec![Step::Run(MS), LATE, Step::Run(MS)],
+                Start::Runnable { cpu: Some(1) },
+                Some(1),
+            ),
+            spec(103, vec![Step::Run(MS)], Start::Asleep { cpu: 1 }, Some(1)),
+        ];
+        let (r, b_wakings, events) = late_rerun(tasks, 102);
+        let e_at = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::Waking(w) if w.pid == 103 => Some(e.ts),
                 _ => None,
             })
-        };
-        let (e_at, _) = woken(103).expect("E woken");
-        let (b_at, b_cpu) = woken(102).expect("B woken");
+            .expect("E woken");
+        let (b_at, b_cpu) = *b_wakings.first().expect("B woken");
         assert!((5 * MS..6 * MS).contains(&e_at), "{e_at}");
         assert!(b_at > e_at && b_at < 6 * MS, "B at {b_at}, E at {e_at}");
         assert_eq!(b_cpu, 1);
