@@ -1486,6 +1486,10 @@ impl Sim {
     /// the sleeps of the tasks whose late timers there are due by then, in the order they
     /// went to sleep; a timer an earlier interrupt (or its own) already ran is dropped.
     fn late_timers(&mut self, cpu: u32, now: u64) {
+        // Every timer and IPI comes here: most CPUs hold no late timer.
+        if self.cpus[cpu as usize].late_timers.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.cpus[cpu as usize].late_timers);
         let mut kept = Vec::with_capacity(pending.len());
         for (t, due, gen) in pending {

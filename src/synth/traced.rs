@@ -477,9 +477,8 @@ impl Builder {
             }
             (Some(k), None) => {
                 b.steps[k] = Step::SleepFor(ns);
-                let shortest = *b
-                    .shortest_timer_sleep
-                    .insert(b.shortest_timer_sleep.map_or(ns, |s| s.min(ns)));
+                let shortest = b.shortest_timer_sleep.map_or(ns, |s| s.min(ns));
+                b.shortest_timer_sleep = Some(shortest);
                 self.irq_woke[cpu] = Some(Interrupt {
                     last: now,
                     lateness: Some(ns - shortest),
