@@ -142,6 +142,26 @@ pub struct CaptureRecord {
     /// /proc/schedstat with tracing still on, after the workload ended or the capture
     /// stopped it (captures before this release read it after the bundle was written).
     pub schedstat_after: Readable,
+    /// Each scheduling domain's newidle balance cost as the kernel kept it after the
+    /// workload (debugfs); empty where the kernel does not show them, and in captures
+    /// before this release.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub newidle_costs: Vec<NewidleCost>,
+}
+
+/// One CPU's scheduling domain and what the kernel measured its newidle balance to cost:
+/// sd->max_newidle_lb_cost, the longest balance of that domain lately (decayed by 1 %
+/// a second), against which newidle_balance weighs the CPU's avg_idle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewidleCost {
+    /// The CPU.
+    pub cpu: u32,
+    /// The domain's level on that CPU (domainN, 0 the lowest).
+    pub domain: u32,
+    /// The domain's name (`SMT`, `MC`, `DIE`, `PKG`, `NUMA`, ...).
+    pub name: String,
+    /// max_newidle_lb_cost, ns.
+    pub max_newidle_lb_cost_ns: u64,
 }
 
 /// The kernel interface a capture records through.

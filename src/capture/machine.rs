@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-pub use crate::bundle::provenance::{Readable, SchedDebug};
+pub use crate::bundle::provenance::{NewidleCost, Readable, SchedDebug};
 
 fn read(path: &Path) -> Readable {
     match std::fs::read_to_string(path) {
@@ -64,9 +64,9 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "host".into())
 }
 
-/// Reads /sys/kernel/debug/sched. If debugfs is not mounted it is mounted for the read
-/// and unmounted again, so the machine is left as found.
-pub fn sched_debug() -> SchedDebug {
+/// Runs `read` on /sys/kernel/debug/sched. If debugfs is not mounted it is mounted for
+/// the read and unmounted again, so the machine is left as found.
+fn with_sched_debugfs<T>(read: impl FnOnce(&Path) -> T) -> T {
     let dir = Path::new("/sys/kernel/debug/sched");
     let mut mounted_here = false;
     if !dir.exists()
@@ -77,25 +77,88 @@ pub fn sched_debug() -> SchedDebug {
     {
         mounted_here = true;
     }
-    let features = read(&dir.join("features"));
-    let mut tunables = BTreeMap::new();
-    for name in [
-        "base_slice_ns",
-        "migration_cost_ns",
-        "nr_migrate",
-        "tunable_scaling",
-        "latency_warn_ms",
-        "preempt",
-    ] {
-        let p = dir.join(name);
-        if p.exists() {
-            tunables.insert(name.to_string(), read(&p));
-        }
-    }
+    let out = read(dir);
     if mounted_here {
         let _ = Command::new("umount").arg("/sys/kernel/debug").output();
     }
-    SchedDebug { features, tunables }
+    out
+}
+
+/// Reads /sys/kernel/debug/sched: the features and tunables.
+pub fn sched_debug() -> SchedDebug {
+    with_sched_debugfs(|dir| {
+        let features = read(&dir.join("features"));
+        let mut tunables = BTreeMap::new();
+        for name in [
+            "base_slice_ns",
+            "migration_cost_ns",
+            "nr_migrate",
+            "tunable_scaling",
+            "latency_warn_ms",
+            "preempt",
+        ] {
+            let p = dir.join(name);
+            if p.exists() {
+                tunables.insert(name.to_string(), read(&p));
+            }
+        }
+        SchedDebug { features, tunables }
+    })
+}
+
+/// Each CPU's scheduling domains and their newidle balance cost, from
+/// /sys/kernel/debug/sched/domains. From v6.3 the kernel lists the domains only with
+/// sched/verbose on: it is turned on for the read and back off after.
+pub fn newidle_costs() -> Vec<NewidleCost> {
+    with_sched_debugfs(|dir| {
+        let verbose = dir.join("verbose");
+        let was_off = std::fs::read_to_string(&verbose).is_ok_and(|v| v.trim() == "N");
+        if was_off {
+            let _ = std::fs::write(&verbose, "Y");
+        }
+        let costs = newidle_costs_in(&dir.join("domains"));
+        if was_off {
+            let _ = std::fs::write(&verbose, "N");
+        }
+        costs
+    })
+}
+
+/// The `cpuN/domainM/{name,max_newidle_lb_cost}` files under `domains`, by CPU and
+/// domain; a domain whose files are missing or unreadable is left out.
+pub fn newidle_costs_in(domains: &Path) -> Vec<NewidleCost> {
+    let number = |name: &std::ffi::OsStr, prefix: &str| -> Option<u32> {
+        name.to_str()?.strip_prefix(prefix)?.parse().ok()
+    };
+    let entries = |dir: &Path, prefix: &str| -> Vec<(u32, std::path::PathBuf)> {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| {
+            let e = e.ok()?;
+            Some((number(&e.file_name(), prefix)?, e.path()))
+        })
+        .collect()
+    };
+    let mut out = Vec::new();
+    for (cpu, cpu_dir) in entries(domains, "cpu") {
+        for (domain, dir) in entries(&cpu_dir, "domain") {
+            let name = std::fs::read_to_string(dir.join("name"));
+            let cost = std::fs::read_to_string(dir.join("max_newidle_lb_cost"));
+            if let (Ok(name), Ok(cost)) = (name, cost) {
+                if let Ok(ns) = cost.trim().parse() {
+                    out.push(NewidleCost {
+                        cpu,
+                        domain,
+                        name: name.trim().to_string(),
+                        max_newidle_lb_cost_ns: ns,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by_key(|c| (c.cpu, c.domain));
+    out
 }
 
 /// /proc/schedstat as text, or why it could not be read.
@@ -147,5 +210,45 @@ mod tests {
         assert!(!super::config_is_set(config, "CONFIG_HZ_1000"));
         let on = "CONFIG_IRQ_TIME_ACCOUNTING=y\n";
         assert!(super::config_is_set(on, "CONFIG_IRQ_TIME_ACCOUNTING"));
+    }
+
+    /// Laid out as /sys/kernel/debug/sched/domains is on a 6.1 guest of 2 LLCs (values
+    /// read from one, in ns); a domain without its cost file and stray entries are left
+    /// out.
+    #[test]
+    fn newidle_costs_are_read_by_cpu_and_domain() {
+        let root = std::env::temp_dir().join(format!("sisreplay-domains-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let domain = |cpu: u32, d: u32, name: &str, cost: Option<&str>| {
+            let dir = root.join(format!("cpu{cpu}/domain{d}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("name"), format!("{name}\n")).unwrap();
+            if let Some(c) = cost {
+                std::fs::write(dir.join("max_newidle_lb_cost"), format!("{c}\n")).unwrap();
+            }
+        };
+        domain(1, 1, "DIE", Some("11534072"));
+        domain(1, 0, "MC", Some("4224869"));
+        domain(0, 0, "MC", Some("6775207"));
+        domain(0, 1, "DIE", None);
+        std::fs::create_dir_all(root.join("cpuX")).unwrap();
+        std::fs::write(root.join("cpu0/flags"), "x").unwrap();
+        let got = super::newidle_costs_in(&root);
+        std::fs::remove_dir_all(&root).unwrap();
+        let c = |cpu, domain, name: &str, ns| super::NewidleCost {
+            cpu,
+            domain,
+            name: name.into(),
+            max_newidle_lb_cost_ns: ns,
+        };
+        assert_eq!(
+            got,
+            [
+                c(0, 0, "MC", 6_775_207),
+                c(1, 0, "MC", 4_224_869),
+                c(1, 1, "DIE", 11_534_072)
+            ]
+        );
+        assert!(super::newidle_costs_in(std::path::Path::new("/nonexistent")).is_empty());
     }
 }

@@ -676,6 +676,7 @@ fn record(
     let (stopped_by, workload) = run(opts, rec.as_ref(), &mut child, started, tty);
     let schedstat_after = machine::schedstat();
     rec.set_tracing(false)?;
+    let newidle_costs = machine::newidle_costs();
     let duration_s = started.elapsed().as_secs_f64();
     let workload = match child {
         Some(ch) => stop_workload(&opts.command, ch, started),
@@ -709,6 +710,7 @@ fn record(
         sched_debug,
         schedstat_before,
         schedstat_after,
+        newidle_costs,
     };
     write_capture(&mut spool, &counters, dest, topology, record)
 }
