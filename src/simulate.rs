@@ -493,6 +493,19 @@ pub struct RerunOptions {
     /// Seeds the re-runs' draws (traced delays, run-time variation): the same seed
     /// gives the same re-runs.
     pub seed: u64,
+    /// Where the newidle balance costs come from.
+    pub newidle_cost: NewidleCostSource,
+}
+
+/// Where a re-run's newidle balance costs come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NewidleCostSource {
+    /// The kernel's max_newidle_lb_cost, where the capture recorded it; else the model's.
+    #[default]
+    Recorded,
+    /// The model's estimate (a few microseconds, as on current servers).
+    Model,
 }
 
 /// Fewer samples than this of a latency in the trace leave the model's default.
@@ -573,6 +586,12 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
     let scheduler = o
         .scheduler
         .unwrap_or_else(|| Scheduler::of_release(b.meta.kernel_release.as_deref()));
+    let newidle_costs = match o.newidle_cost {
+        NewidleCostSource::Recorded => (b.meta.provenance.capture())
+            .map(|c| c.newidle_costs.clone())
+            .unwrap_or_default(),
+        NewidleCostSource::Model => Vec::new(),
+    };
     // Room for a slower re-run; the run ends earlier when every task has.
     let cap = trace.span_ns.saturating_mul(4) + 100_000_000;
     let sims = parallel::map(&policies, o.jobs, |policy| -> Result<_, SimulateError> {
@@ -588,6 +607,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 flips_before_trace,
                 seed: o.seed,
                 preempted_runs: preempted_runs.clone(),
+                newidle_costs: newidle_costs.clone(),
                 ..SimOptions::with_defaults(topology.clone(), policy, 0, cap)
             },
         )?;
@@ -835,6 +855,30 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
                 late.sleeps, res.late_timers_bunched
             );
         }
+        let levels: Vec<String> = (res.newidle_cost_ns.iter())
+            .map(|&(least, most)| match least == most {
+                true => format_ns(least),
+                false => format!("{}-{}", format_ns(least), format_ns(most)),
+            })
+            .collect();
+        let source = match res.newidle_costs_recorded {
+            0 => "the model's estimates (the capture recorded none)".to_string(),
+            n => format!("the kernel's, as the capture recorded them on {n} CPUs"),
+        };
+        let _ = writeln!(
+            out,
+            "Newidle balance costs by domain level, lowest first: {} ({source})",
+            levels.join(", ")
+        );
+    }
+}
+
+/// `ns` as us or ms, three significant figures at most.
+fn format_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} us", ns as f64 / 1e3)
     }
 }
 

@@ -51,6 +51,8 @@ fn run_with(
             flips_before_trace: Default::default(),
             // No trace: the tick ends a run when it would.
             preempted_runs: Default::default(),
+            // The model's newidle costs, as the cases were worked out with.
+            newidle_costs: Vec::new(),
         },
     )
     .unwrap();

@@ -351,6 +351,10 @@ pub(super) struct SimulateArgs {
     /// seed, same re-runs); another seed shows how far the gate's figures move by chance
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Newidle balance costs: `recorded` takes the kernel's max_newidle_lb_cost where
+    /// the capture recorded it (else the model's), `model` always the model's estimate
+    #[arg(long, value_enum, default_value = "recorded")]
+    pub newidle_cost: crate::simulate::NewidleCostSource,
     /// Print the result as JSON instead of a table
     #[arg(long)]
     pub json: bool,

@@ -30,6 +30,7 @@ pub(super) fn simulate(args: SimulateArgs) -> Result<(), Error> {
         scheduler: args.scheduler.scheduler(),
         flips_before_trace: args.flips_before_trace.fixed(),
         seed: args.seed,
+        newidle_cost: args.newidle_cost,
     };
     let r = simulate::run(&o)?;
     if args.json {

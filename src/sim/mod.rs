@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use serde::{Deserialize, Serialize};
 
 use crate::abi::{EXIT_DEAD, MIGRATION_COST_NS, PREEMPTED, WF_SYNC, WF_TTWU};
+use crate::bundle::provenance::NewidleCost;
 use crate::metrics::observed::Percentiles;
 use crate::metrics::{Derived, Distance, Log2Hist, Placements};
 use crate::policy::{self, NewidleReach, Policy, PolicyError};
@@ -149,6 +150,10 @@ pub struct SimOptions {
     /// A re-run of a trace: how long the trace's preempted runs lasted, which a run the
     /// tick would end goes on to (see [`stretch`]); empty, the tick ends it.
     pub preempted_runs: PreemptedRuns,
+    /// The kernel's newidle balance costs, as a capture recorded them: where they match
+    /// the topology's domains they replace the model's estimates, and raise avg_idle's
+    /// cap as the kernel's do.
+    pub newidle_costs: Vec<NewidleCost>,
 }
 
 impl SimOptions {
@@ -177,6 +182,7 @@ impl SimOptions {
             traced_delays: WakeDelays::default(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
             preempted_runs: PreemptedRuns::default(),
+            newidle_costs: Vec::new(),
         }
     }
 }
@@ -250,6 +256,14 @@ pub struct SimResult {
     /// not by their own.
     #[serde(default)]
     pub late_timers_bunched: u64,
+    /// CPUs whose newidle balance costs were the kernel's, as the capture recorded them
+    /// (the others', the model's estimate).
+    #[serde(default)]
+    pub newidle_costs_recorded: u64,
+    /// Each level's newidle balance cost (ns), lowest level first, the least and the
+    /// most over the CPUs.
+    #[serde(default)]
+    pub newidle_cost_ns: Vec<(u64, u64)>,
     /// When the last task finished, for workloads whose tasks end (a traced run); None
     /// when work remained at the end of the duration.
     pub finished_ns: Option<u64>,
@@ -314,6 +328,8 @@ impl SimResult {
             hidden_writes: 0,
             runs_stretched: 0,
             late_timers_bunched: 0,
+            newidle_costs_recorded: 0,
+            newidle_cost_ns: Vec::new(),
             rq_lock_waits: 0,
             rq_lock_wait_ns: 0,
             finished_ns: None,
@@ -514,6 +530,9 @@ struct Level {
     imb_numa_nr: u32,
     /// sd->imbalance_pct: 110 for SMT, 117 elsewhere.
     imbalance_pct: u64,
+    /// sd->max_newidle_lb_cost (ns): the kernel's, where the capture recorded it, else
+    /// the model's estimate ([`NEWIDLE_COST_BASE_NS`]).
+    newidle_cost_ns: u64,
 }
 
 /// The statistics find_busiest_group gathers for one group of a domain
@@ -704,6 +723,7 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
     let Some(c) = c else {
         return vec![Level {
             name: "machine",
+            newidle_cost_ns: newidle_cost_estimate(all.len()),
             span: all,
             numa: false,
             imb_numa_nr: 1,
@@ -737,6 +757,7 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
             numa: numa_if_wider && nodes.len() > 1,
             imb_numa_nr: 1,
             imbalance_pct: if name == "smt" { 110 } else { 117 },
+            newidle_cost_ns: newidle_cost_estimate(span.len()),
             span,
         });
     }
@@ -775,6 +796,39 @@ pub const NEWIDLE_COST_BASE_NS: u64 = 1_000;
 /// The per-CPU part of a newidle balance's cost (ns per CPU of the domain).
 pub const NEWIDLE_COST_PER_CPU_NS: u64 = 250;
 
+/// Whether `cpu` balances domain level `l` at balance tick `tick`: every
+/// sd->balance_interval (the domain's weight in ms) times `factor` (sd->busy_factor for a
+/// busy CPU, 1 for an idle one), staggered by CPU.
+fn balance_due(l: &Level, factor: u64, cpu: u32, tick: u64) -> bool {
+    let every = (l.span.len() as u64 * MS * factor / BALANCE_INTERVAL).max(1);
+    (tick + u64::from(cpu)) % every == 0
+}
+
+/// The model's estimate of a domain of `cpus` CPUs' max_newidle_lb_cost (ns).
+fn newidle_cost_estimate(cpus: usize) -> u64 {
+    NEWIDLE_COST_BASE_NS + NEWIDLE_COST_PER_CPU_NS * cpus as u64
+}
+
+/// Puts the kernel's own max_newidle_lb_cost, as a capture recorded it, on each CPU's
+/// domain levels, where that CPU's recorded domains are as many as its levels (the
+/// kernel's domains, degenerate ones removed, are the levels the model builds); a CPU
+/// whose domains do not match keeps the estimates. Returns the CPUs given the kernel's.
+fn apply_newidle_costs(levels: &mut [Vec<Level>], costs: &[NewidleCost]) -> usize {
+    let mut applied = 0;
+    for (cpu, lv) in levels.iter_mut().enumerate() {
+        let mine: Vec<&NewidleCost> = costs.iter().filter(|c| c.cpu as usize == cpu).collect();
+        let in_order = mine.iter().enumerate().all(|(i, c)| c.domain as usize == i);
+        if mine.len() != lv.len() || !in_order {
+            continue;
+        }
+        for (l, c) in lv.iter_mut().zip(mine) {
+            l.newidle_cost_ns = c.max_newidle_lb_cost_ns;
+        }
+        applied += 1;
+    }
+    applied
+}
+
 impl Sim {
     /// Sets up `workload` on `opts.topology`, every task in its start state; nothing runs
     /// until [`Sim::run`].
@@ -791,7 +845,9 @@ impl Sim {
             return Err(SimError::Usage("the workload has no tasks".into()));
         }
         let topo = Topo::new(&opts.topology, nr);
-        let topo_levels = (0..nr).map(|c| levels(&topo, &opts.topology, c)).collect();
+        let mut topo_levels: Vec<Vec<Level>> =
+            (0..nr).map(|c| levels(&topo, &opts.topology, c)).collect();
+        let kernel_costs = apply_newidle_costs(&mut topo_levels, &opts.newidle_costs);
         let tasks = workload
             .tasks
             .iter()
@@ -828,13 +884,31 @@ impl Sim {
         } else {
             0
         };
-        let result = SimResult::empty(&workload, &opts, nr);
+        let mut result = SimResult::empty(&workload, &opts, nr);
+        result.newidle_costs_recorded = kernel_costs as u64;
+        let depth = topo_levels.iter().map(Vec::len).max().unwrap_or(0);
+        result.newidle_cost_ns = (0..depth)
+            .map(|li| {
+                let at = topo_levels.iter().filter_map(|lv| lv.get(li));
+                let costs: Vec<u64> = at.map(|l| l.newidle_cost_ns).collect();
+                let least = costs.iter().copied().min().unwrap_or(0);
+                (least, costs.iter().copied().max().unwrap_or(0))
+            })
+            .collect();
         let streams = if workload.wakes_counted {
             Streams::of(&workload)
         } else {
             Streams::default()
         };
         let mut m = Machine::new(topo);
+        if kernel_costs > 0 {
+            // rq->max_idle_balance_cost, which caps avg_idle at twice itself: the costliest
+            // newidle balance lately, at least sysctl_sched_migration_cost.
+            for (cs, lv) in m.cpus.iter_mut().zip(&topo_levels) {
+                let most = lv.iter().map(|l| l.newidle_cost_ns).max().unwrap_or(0);
+                cs.max_idle_balance_cost = most.max(MIGRATION_COST_NS);
+            }
+        }
         m.flips_before_trace = opts.flips_before_trace;
         m.util_est_rules = opts.util_est;
         Ok(Sim {
@@ -1121,9 +1195,12 @@ impl Sim {
     /// Starts measuring at `at`: counters back to zero; returns each CPU's busy time so
     /// far (a running task's stint counted up to `at`), to subtract at the end.
     fn reset_metrics(&mut self, at: u64) -> Vec<u64> {
-        let finished_ns = self.result.finished_ns;
-        self.result = SimResult::empty(&self.workload, &self.opts, self.result.nr_cpus);
-        self.result.finished_ns = finished_ns;
+        let fresh = SimResult::empty(&self.workload, &self.opts, self.result.nr_cpus);
+        let old = std::mem::replace(&mut self.result, fresh);
+        // What the run was set up with, not measured.
+        self.result.finished_ns = old.finished_ns;
+        self.result.newidle_costs_recorded = old.newidle_costs_recorded;
+        self.result.newidle_cost_ns = old.newidle_cost_ns;
         self.latencies.clear();
         self.cpus
             .iter()
@@ -2049,7 +2126,7 @@ impl Sim {
         let mut spent = 0;
         for li in 0..self.topo_levels[cpu as usize].len() {
             let l = &self.topo_levels[cpu as usize][li];
-            let cost = NEWIDLE_COST_BASE_NS + NEWIDLE_COST_PER_CPU_NS * l.span.len() as u64;
+            let cost = l.newidle_cost_ns;
             if avg_idle < spent + cost {
                 break;
             }
@@ -2088,7 +2165,10 @@ impl Sim {
                 self.busy_balance(cpu, tick, now);
                 continue;
             }
+            // An idle CPU's domains each every sd->balance_interval (its weight in ms),
+            // staggered by CPU as the busy ones' are.
             let source = (0..self.topo_levels[cpu as usize].len())
+                .filter(|&li| balance_due(&self.topo_levels[cpu as usize][li], 1, cpu, tick))
                 .find_map(|li| self.balance_source(cpu, li, now));
             if let Some((from, imb)) = source {
                 if self.pull_tasks(from, cpu, imb, true, now) > 0 {
@@ -2123,9 +2203,7 @@ impl Sim {
     /// the imbalance calculate_imbalance gives and sysctl_sched_nr_migrate.
     fn busy_balance(&mut self, cpu: u32, tick: u64, now: u64) {
         for li in 0..self.topo_levels[cpu as usize].len() {
-            let weight = self.topo_levels[cpu as usize][li].span.len() as u64;
-            let every = (weight * MS * BUSY_FACTOR / BALANCE_INTERVAL).max(1);
-            if (tick + u64::from(cpu)) % every != 0 {
+            if !balance_due(&self.topo_levels[cpu as usize][li], BUSY_FACTOR, cpu, tick) {
                 continue;
             }
             let Some((from, imb)) = self.balance_source(cpu, li, now) else {
@@ -2699,6 +2777,57 @@ mod tests {
         for (avg_idle, pulls) in [(1_000_000, true), (1_000, false)] {
             let mut sim = two_cpus(3, &[]);
             let now = 10 * MS;
+            running(&mut sim, 1, 0, 0, now);
+            sim.tasks[2].state = State::Runnable;
+            sim.tasks[2].cpu = 0;
+            sim.cpus[0].rq.push(2);
+            sim.m.cpus[1].avg_idle = avg_idle;
+            assert_eq!(sim.newidle(1, now).is_some(), pulls, "avg_idle {avg_idle}");
+        }
+    }
+
+    /// The kernel's recorded max_newidle_lb_cost replaces the model's estimate where a
+    /// CPU's domains match its levels, and raises that CPU's avg_idle cap: on a TCG guest,
+    /// where a balance the host interrupts costs milliseconds (its rig showed 1.3 to 15 ms),
+    /// a CPU idle 1 ms on average does not balance where the estimate (1.5 us) lets it.
+    #[test]
+    fn a_recorded_newidle_cost_gates_newidle_balance() {
+        let cost = |cpu, domain, ns| NewidleCost {
+            cpu,
+            domain,
+            name: "MC".into(),
+            max_newidle_lb_cost_ns: ns,
+        };
+        let sim_with = |costs: Vec<NewidleCost>| {
+            let start = Start::Asleep { cpu: 0 };
+            let tasks = (0..3)
+                .map(|i| spec(100 + i, vec![Step::Run(MS), Step::Sleep], start, None))
+                .collect();
+            let (w, mut opts) = on_two_cpus(tasks);
+            opts.newidle_costs = costs;
+            Sim::new(w, opts).unwrap()
+        };
+        // CPU 1's one domain recorded at 5 ms; CPU 0's not at all; a domain1 with no
+        // domain0 matches no level.
+        let sim = sim_with(vec![cost(1, 0, 5 * MS)]);
+        assert_eq!(sim.result.newidle_costs_recorded, 1);
+        assert_eq!(sim.topo_levels[1][0].newidle_cost_ns, 5 * MS);
+        assert_eq!(sim.topo_levels[0][0].newidle_cost_ns, 1_500);
+        assert_eq!(sim.m.cpus[1].max_idle_balance_cost, 5 * MS);
+        assert_eq!(sim.m.cpus[0].max_idle_balance_cost, MIGRATION_COST_NS);
+        assert_eq!(
+            sim_with(vec![cost(1, 1, 5 * MS)])
+                .result
+                .newidle_costs_recorded,
+            0
+        );
+        let now = 10 * MS;
+        for (costs, avg_idle, pulls) in [
+            (vec![], MS, true),
+            (vec![cost(1, 0, 5 * MS)], MS, false),
+            (vec![cost(1, 0, 5 * MS)], 6 * MS, true),
+        ] {
+            let mut sim = sim_with(costs);
             running(&mut sim, 1, 0, 0, now);
             sim.tasks[2].state = State::Runnable;
             sim.tasks[2].cpu = 0;
