@@ -87,6 +87,7 @@ $bin report vanilla sis_util "${steps[@]}" --format text -o reports/spr-2s112.tx
     echo "reports/make-reports.sh)."
     for b in traces/host/pingpong-2pairs traces/host/hackbench-g4-l2000 \
         $rig/2x4/rig-2x4-pingpong-sis_util-tracefs $rig/2x4/rig-2x4-hackbench-sis_util-tracefs \
+        $rig/2x4/rig-2x4-pingpong-sis_util-costs-tracefs \
         $rig/2x4x2-numa/rig-2x4x2-numa-hackbench-sis_util-tracefs \
         $rig/kernel-6.12-sis-stats+noinline/2x4/rig-2x4-pingpong-sis_util-tracefs \
         $rig/kernel-6.12-sis-stats+noinline/2x4/rig-2x4-hackbench-sis_util-tracefs; do

@@ -867,7 +867,7 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
         };
         let _ = writeln!(
             out,
-            "Newidle balance costs by domain level, lowest first: {} ({source})",
+            "Newidle balance costs by domain level, lowest first: {}; {source}",
             levels.join(", ")
         );
     }
