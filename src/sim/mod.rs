@@ -2775,15 +2775,21 @@ mod tests {
     #[test]
     fn newidle_is_gated_by_avg_idle_against_its_cost() {
         for (avg_idle, pulls) in [(1_000_000, true), (1_000, false)] {
-            let mut sim = two_cpus(3, &[]);
-            let now = 10 * MS;
-            running(&mut sim, 1, 0, 0, now);
-            sim.tasks[2].state = State::Runnable;
-            sim.tasks[2].cpu = 0;
-            sim.cpus[0].rq.push(2);
-            sim.m.cpus[1].avg_idle = avg_idle;
-            assert_eq!(sim.newidle(1, now).is_some(), pulls, "avg_idle {avg_idle}");
+            let got = newidle_pulls(two_cpus(3, &[]), avg_idle);
+            assert_eq!(got, pulls, "avg_idle {avg_idle}");
         }
+    }
+
+    /// Whether CPU 1, its avg_idle `avg_idle`, pulls at newidle balance task 2 waiting
+    /// behind task 1 on CPU 0.
+    fn newidle_pulls(mut sim: Sim, avg_idle: u64) -> bool {
+        let now = 10 * MS;
+        running(&mut sim, 1, 0, 0, now);
+        sim.tasks[2].state = State::Runnable;
+        sim.tasks[2].cpu = 0;
+        sim.cpus[0].rq.push(2);
+        sim.m.cpus[1].avg_idle = avg_idle;
+        sim.newidle(1, now).is_some()
     }
 
     /// The kernel's recorded max_newidle_lb_cost replaces the model's estimate where a
@@ -2821,19 +2827,13 @@ mod tests {
                 .newidle_costs_recorded,
             0
         );
-        let now = 10 * MS;
         for (costs, avg_idle, pulls) in [
             (vec![], MS, true),
             (vec![cost(1, 0, 5 * MS)], MS, false),
             (vec![cost(1, 0, 5 * MS)], 6 * MS, true),
         ] {
-            let mut sim = sim_with(costs);
-            running(&mut sim, 1, 0, 0, now);
-            sim.tasks[2].state = State::Runnable;
-            sim.tasks[2].cpu = 0;
-            sim.cpus[0].rq.push(2);
-            sim.m.cpus[1].avg_idle = avg_idle;
-            assert_eq!(sim.newidle(1, now).is_some(), pulls, "avg_idle {avg_idle}");
+            let got = newidle_pulls(sim_with(costs), avg_idle);
+            assert_eq!(got, pulls, "avg_idle {avg_idle}");
         }
     }
 
