@@ -533,6 +533,11 @@ struct Level {
     /// sd->max_newidle_lb_cost (ns): the kernel's, where the capture recorded it, else
     /// the model's estimate ([`NEWIDLE_COST_BASE_NS`]).
     newidle_cost_ns: u64,
+    /// sd->balance_interval (ms): the domain's weight, doubled up to twice that each
+    /// time a periodic balance finds it balanced, back to the weight when one moves tasks.
+    balance_interval_ms: u64,
+    /// The balance tick (of [`BALANCE_INTERVAL`]) from which this CPU balances it next.
+    next_balance_tick: u64,
 }
 
 /// The statistics find_busiest_group gathers for one group of a domain
@@ -724,6 +729,8 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
         return vec![Level {
             name: "machine",
             newidle_cost_ns: newidle_cost_estimate(all.len()),
+            balance_interval_ms: all.len() as u64,
+            next_balance_tick: u64::from(cpu),
             span: all,
             numa: false,
             imb_numa_nr: 1,
@@ -758,6 +765,8 @@ fn levels(topo: &Topo, t: &Topology, cpu: u32) -> Vec<Level> {
             imb_numa_nr: 1,
             imbalance_pct: if name == "smt" { 110 } else { 117 },
             newidle_cost_ns: newidle_cost_estimate(span.len()),
+            balance_interval_ms: span.len() as u64,
+            next_balance_tick: u64::from(cpu),
             span,
         });
     }
@@ -796,12 +805,18 @@ pub const NEWIDLE_COST_BASE_NS: u64 = 1_000;
 /// The per-CPU part of a newidle balance's cost (ns per CPU of the domain).
 pub const NEWIDLE_COST_PER_CPU_NS: u64 = 250;
 
-/// Whether `cpu` balances domain level `l` at balance tick `tick`: every
-/// sd->balance_interval (the domain's weight in ms) times `factor` (sd->busy_factor for a
-/// busy CPU, 1 for an idle one), staggered by CPU.
-fn balance_due(l: &Level, factor: u64, cpu: u32, tick: u64) -> bool {
-    let every = (l.span.len() as u64 * MS * factor / BALANCE_INTERVAL).max(1);
-    (tick + u64::from(cpu)) % every == 0
+/// rebalance_domains' schedule, after a periodic balance of level `l` at balance tick
+/// `tick` that moved tasks or found the domain balanced: load_balance puts
+/// sd->balance_interval back to the domain's weight (ms) or doubles it, up to twice
+/// that; the next balance comes that interval on, times sd->busy_factor on a busy CPU.
+fn reschedule_balance(l: &mut Level, tick: u64, moved: bool, busy: bool) {
+    let weight = l.span.len() as u64;
+    l.balance_interval_ms = match moved {
+        true => weight,
+        false => (l.balance_interval_ms * 2).min(2 * weight),
+    };
+    let factor = if busy { BUSY_FACTOR } else { 1 };
+    l.next_balance_tick = tick + (l.balance_interval_ms * MS * factor / BALANCE_INTERVAL).max(1);
 }
 
 /// The model's estimate of a domain of `cpus` CPUs' max_newidle_lb_cost (ns).
@@ -2154,7 +2169,8 @@ impl Sim {
     }
 
     /// Periodic idle balance: idle CPUs pull waiting tasks from the nearest imbalanced
-    /// domain (nohz idle balance), NUMA domains included, as many as the imbalance
+    /// domain whose interval is due (nohz idle balance), NUMA domains included, as many
+    /// as the imbalance
     /// says: a newly idle CPU stops after one task on preemptible kernels, an idle one's
     /// detach_tasks goes on (the host's hackbench trace shows idle CPUs taking 17 to 32
     /// tasks at a tick).
@@ -2165,14 +2181,21 @@ impl Sim {
                 self.busy_balance(cpu, tick, now);
                 continue;
             }
-            // An idle CPU's domains each every sd->balance_interval (its weight in ms),
-            // staggered by CPU as the busy ones' are.
-            let source = (0..self.topo_levels[cpu as usize].len())
-                .filter(|&li| balance_due(&self.topo_levels[cpu as usize][li], 1, cpu, tick))
-                .find_map(|li| self.balance_source(cpu, li, now));
-            if let Some((from, imb)) = source {
-                if self.pull_tasks(from, cpu, imb, true, now) > 0 {
+            // An idle CPU's domains, each when its interval is due, the lowest first;
+            // once one has moved tasks here the CPU is busy.
+            for li in 0..self.topo_levels[cpu as usize].len() {
+                if tick < self.topo_levels[cpu as usize][li].next_balance_tick {
+                    continue;
+                }
+                let moved = match self.balance_source(cpu, li, now) {
+                    Some((from, imb)) => self.pull_tasks(from, cpu, imb, true, now),
+                    None => 0,
+                };
+                let l = &mut self.topo_levels[cpu as usize][li];
+                reschedule_balance(l, tick, moved > 0, moved > 0);
+                if moved > 0 {
                     self.switch_to_next(cpu, now, None, 0);
+                    break;
                 }
             }
         }
@@ -2197,19 +2220,25 @@ impl Sim {
         moved
     }
 
-    /// Periodic balance of a busy `cpu` at tick `tick`: each domain every
-    /// sd->balance_interval (its weight in ms) times sd->busy_factor, staggered by CPU;
-    /// an imbalanced domain moves tasks from its busiest runqueue to this one, up to
-    /// the imbalance calculate_imbalance gives and sysctl_sched_nr_migrate.
+    /// Periodic balance of a busy `cpu` at tick `tick`: each domain when its interval
+    /// is due ([`reschedule_balance`]); an imbalanced domain moves tasks from its busiest
+    /// runqueue to this one, up to the imbalance calculate_imbalance gives and
+    /// sysctl_sched_nr_migrate.
     fn busy_balance(&mut self, cpu: u32, tick: u64, now: u64) {
         for li in 0..self.topo_levels[cpu as usize].len() {
-            if !balance_due(&self.topo_levels[cpu as usize][li], BUSY_FACTOR, cpu, tick) {
+            if tick < self.topo_levels[cpu as usize][li].next_balance_tick {
                 continue;
             }
-            let Some((from, imb)) = self.balance_source(cpu, li, now) else {
-                continue;
+            let moved = match self.balance_source(cpu, li, now) {
+                Some((from, imb)) => self.pull_tasks(from, cpu, imb, false, now),
+                None => 0,
             };
-            self.pull_tasks(from, cpu, imb, false, now);
+            reschedule_balance(
+                &mut self.topo_levels[cpu as usize][li],
+                tick,
+                moved > 0,
+                true,
+            );
         }
     }
 }
@@ -2835,6 +2864,31 @@ mod tests {
             let got = newidle_pulls(sim_with(costs), avg_idle);
             assert_eq!(got, pulls, "avg_idle {avg_idle}");
         }
+    }
+
+    /// A domain of 8 CPUs balanced at balance tick 10 (ticks of 4 ms): found balanced,
+    /// its interval doubles from 8 to 16 ms and stops there; once it moves a task it is
+    /// 8 ms again, 16 times that on a busy CPU.
+    #[test]
+    fn a_balanced_domain_is_balanced_less_often() {
+        let mut l = Level {
+            name: "llc",
+            span: (0..8).collect(),
+            numa: false,
+            imb_numa_nr: 1,
+            imbalance_pct: 117,
+            newidle_cost_ns: 0,
+            balance_interval_ms: 8,
+            next_balance_tick: 0,
+        };
+        let mut at = |tick, moved, busy| {
+            reschedule_balance(&mut l, tick, moved, busy);
+            (l.balance_interval_ms, l.next_balance_tick)
+        };
+        assert_eq!(at(10, false, false), (16, 14));
+        assert_eq!(at(14, false, false), (16, 18));
+        assert_eq!(at(18, true, false), (8, 20));
+        assert_eq!(at(20, true, true), (8, 52));
     }
 
     /// imb_numa_nr on two nodes of 8 CPUs, one LLC each: the NUMA domain is the first
