@@ -2181,19 +2181,10 @@ impl Sim {
                 self.busy_balance(cpu, tick, now);
                 continue;
             }
-            // An idle CPU's domains, each when its interval is due, the lowest first;
-            // once one has moved tasks here the CPU is busy.
+            // An idle CPU's domains, the lowest first; once one has moved tasks here the
+            // CPU is busy.
             for li in 0..self.topo_levels[cpu as usize].len() {
-                if tick < self.topo_levels[cpu as usize][li].next_balance_tick {
-                    continue;
-                }
-                let moved = match self.balance_source(cpu, li, now) {
-                    Some((from, imb)) => self.pull_tasks(from, cpu, imb, true, now),
-                    None => 0,
-                };
-                let l = &mut self.topo_levels[cpu as usize][li];
-                reschedule_balance(l, tick, moved > 0, moved > 0);
-                if moved > 0 {
+                if self.balance_level(cpu, li, tick, true, now) > 0 {
                     self.switch_to_next(cpu, now, None, 0);
                     break;
                 }
@@ -2226,20 +2217,28 @@ impl Sim {
     /// sysctl_sched_nr_migrate.
     fn busy_balance(&mut self, cpu: u32, tick: u64, now: u64) {
         for li in 0..self.topo_levels[cpu as usize].len() {
-            if tick < self.topo_levels[cpu as usize][li].next_balance_tick {
-                continue;
-            }
-            let moved = match self.balance_source(cpu, li, now) {
-                Some((from, imb)) => self.pull_tasks(from, cpu, imb, false, now),
-                None => 0,
-            };
-            reschedule_balance(
-                &mut self.topo_levels[cpu as usize][li],
-                tick,
-                moved > 0,
-                true,
-            );
+            self.balance_level(cpu, li, tick, false, now);
         }
+    }
+
+    /// load_balance of level `li` of `cpu` (`idle` or busy) at balance tick `tick`, when
+    /// its interval is due ([`reschedule_balance`]): the tasks it moved here.
+    fn balance_level(&mut self, cpu: u32, li: usize, tick: u64, idle: bool, now: u64) -> u64 {
+        if tick < self.topo_levels[cpu as usize][li].next_balance_tick {
+            return 0;
+        }
+        let moved = match self.balance_source(cpu, li, now) {
+            Some((from, imb)) => self.pull_tasks(from, cpu, imb, idle, now),
+            None => 0,
+        };
+        let busy = !idle || moved > 0;
+        reschedule_balance(
+            &mut self.topo_levels[cpu as usize][li],
+            tick,
+            moved > 0,
+            busy,
+        );
+        moved
     }
 }
 
