@@ -473,6 +473,8 @@ pub struct Rerun {
     pub flips_before_trace: BeforeTrace,
     /// How they were fitted to the trace, when they were.
     pub flips_fit: Option<crate::replay::flips_fit::FlipsFit>,
+    /// Where the re-runs' newidle balance costs were asked to come from.
+    pub newidle_cost: NewidleCostSource,
 }
 
 /// What `sisreplay simulate` re-runs and where it writes.
@@ -667,6 +669,7 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
         scheduler,
         flips_before_trace,
         flips_fit,
+        newidle_cost: o.newidle_cost,
     })
 }
 
@@ -861,9 +864,10 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
                 false => format!("{}-{}", format_ns(least), format_ns(most)),
             })
             .collect();
-        let source = match res.newidle_costs_recorded {
-            0 => "the model's estimates (the capture recorded none)".to_string(),
-            n => format!("the kernel's, as the capture recorded them on {n} CPUs"),
+        let source = match (r.newidle_cost, res.newidle_costs_recorded) {
+            (NewidleCostSource::Model, _) => "the model's estimates (--newidle-cost model)".into(),
+            (_, 0) => "the model's estimates (the capture recorded none for these domains)".into(),
+            (_, n) => format!("the kernel's, as the capture recorded them on {n} CPUs"),
         };
         let _ = writeln!(
             out,

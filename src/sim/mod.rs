@@ -904,10 +904,10 @@ impl Sim {
         let depth = topo_levels.iter().map(Vec::len).max().unwrap_or(0);
         result.newidle_cost_ns = (0..depth)
             .map(|li| {
-                let at = topo_levels.iter().filter_map(|lv| lv.get(li));
-                let costs: Vec<u64> = at.map(|l| l.newidle_cost_ns).collect();
-                let least = costs.iter().copied().min().unwrap_or(0);
-                (least, costs.iter().copied().max().unwrap_or(0))
+                let costs = topo_levels
+                    .iter()
+                    .filter_map(|lv| Some(lv.get(li)?.newidle_cost_ns));
+                costs.fold((u64::MAX, 0), |(lo, hi), c| (lo.min(c), hi.max(c)))
             })
             .collect();
         let streams = if workload.wakes_counted {
@@ -916,13 +916,12 @@ impl Sim {
             Streams::default()
         };
         let mut m = Machine::new(topo);
-        if kernel_costs > 0 {
-            // rq->max_idle_balance_cost, which caps avg_idle at twice itself: the costliest
-            // newidle balance lately, at least sysctl_sched_migration_cost.
-            for (cs, lv) in m.cpus.iter_mut().zip(&topo_levels) {
-                let most = lv.iter().map(|l| l.newidle_cost_ns).max().unwrap_or(0);
-                cs.max_idle_balance_cost = most.max(MIGRATION_COST_NS);
-            }
+        // rq->max_idle_balance_cost, which caps avg_idle at twice itself: the costliest
+        // newidle balance lately, at least sysctl_sched_migration_cost (which the model's
+        // estimates stay below).
+        for (cs, lv) in m.cpus.iter_mut().zip(&topo_levels) {
+            let most = lv.iter().map(|l| l.newidle_cost_ns).max().unwrap_or(0);
+            cs.max_idle_balance_cost = most.max(MIGRATION_COST_NS);
         }
         m.flips_before_trace = opts.flips_before_trace;
         m.util_est_rules = opts.util_est;
@@ -2170,10 +2169,9 @@ impl Sim {
 
     /// Periodic idle balance: idle CPUs pull waiting tasks from the nearest imbalanced
     /// domain whose interval is due (nohz idle balance), NUMA domains included, as many
-    /// as the imbalance
-    /// says: a newly idle CPU stops after one task on preemptible kernels, an idle one's
-    /// detach_tasks goes on (the host's hackbench trace shows idle CPUs taking 17 to 32
-    /// tasks at a tick).
+    /// as the imbalance says: a newly idle CPU stops after one task on preemptible
+    /// kernels, an idle one's detach_tasks goes on (the host's hackbench trace shows idle
+    /// CPUs taking 17 to 32 tasks at a tick).
     fn balance(&mut self, now: u64) {
         let tick = now / BALANCE_INTERVAL;
         for cpu in 0..self.cpus.len() as u32 {
