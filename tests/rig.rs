@@ -241,6 +241,35 @@ fn the_age_of_the_last_halving_is_fitted_too() {
     assert!((0.95..=1.05).contains(&xllc), "cross-LLC x{xllc:.3}");
 }
 
+/// A 2x4 NO_SIS_UTIL capture whose capture process forked hackbench 20 ms after its
+/// first event: halved as first seen, no count of flips agrees better than none (94.4
+/// %), so a fit of the count first, then the age, stops at none. Fitted together (a
+/// descent from the best count over a grid of ages), a count halved well before the
+/// trace agrees over 98.5 %, and the cross-LLC placements come near the kernel's (725
+/// against 925 with none).
+#[test]
+fn count_and_age_of_the_flips_are_fitted_together() {
+    let (row, age, agree) = fitted_age(&rig("2x4", "rig-2x4-hackbench-no_limit-costs-tracefs"));
+    let fit = &row["flips_fit"];
+    let unaged: Vec<f64> = fit["agreement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a[1].as_f64().unwrap())
+        .collect();
+    let none = unaged[0];
+    assert!(unaged.iter().all(|&a| a <= none + 0.2), "{fit}");
+    assert!(none < 95.0, "{fit}");
+    assert!(
+        row["flips_before_trace"]["flips"].as_u64().unwrap() > 0,
+        "{fit}"
+    );
+    assert!((1..1_000_000_000).contains(&age), "{fit}");
+    assert!(agree >= 98.5, "{agree:.2} %: {fit}");
+    let xllc = cross_llc_ratio(&row);
+    assert!((0.93..=1.07).contains(&xllc), "cross-LLC x{xllc:.3}");
+}
+
 /// On the kernel with CAS (run under SIS_UTIL's budget), the capture's main thread woke
 /// its own threads from inside the fork of hackbench (dup_mmap's mmap-lock waiters,
 /// blocked in D), before the fork's event: hackbench's tasks copy the flips from before
