@@ -988,6 +988,35 @@ fn replays_wakee_flips_are_the_kernels_own() {
     }
 }
 
+/// A hackbench whose 160 tasks exit across the trace, captured with the kernel's
+/// nr_idle_scan read at every select_task_rq_fair call (`rig.sh --kernel-state`):
+/// replay's SIS_UTIL budget is the kernel's on 89.1 % of the searches, below it on 860
+/// and above on 447. (Taking a dead task's load and utilisation off its CPU at its last
+/// switch, as task_dead_fair does, gave 91.5 %, above on 818 and below on 202, and the
+/// decisions 98.5 % against 98.1 %; but on the sis-stats kernels it raised the runqueues
+/// scanned from within 1.2 % of the kernel's counts to 4-10 % over, so the model holds
+/// another bias that the dead tasks' blocked utilisation offsets.)
+#[test]
+#[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
+fn sis_utils_budget_is_the_kernels_on_a_hackbench_whose_tasks_exit() {
+    let text = kernel_state_report("2x4/rig-2x4-hackbench-sis_util-kstate-exits-tracefs");
+    let line = text
+        .lines()
+        .find(|l| l.contains("SIS_UTIL's budget the kernel's nr_idle_scan on "))
+        .unwrap_or_else(|| panic!("no budget line: {text}"));
+    let after = |phrase: &str| -> f64 {
+        let rest = &line[line.find(phrase).unwrap() + phrase.len()..];
+        rest.split([',', ' ', ';', '('])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(after("nr_idle_scan on ") >= 88.5, "{line}");
+    let (above, below) = (after("above the kernel's on "), after("below on "));
+    assert!(above + below < 1400.0, "{line}");
+}
+
 /// The woken task's util_avg as the kernel left it at each sleep, against PELT run over
 /// the trace's own run and sleep times (reports/kernel_state.py): with the guest's
 /// scheduler clock stable (`tsc=reliable`, the `-tsc` captures) the kernel's value follows
