@@ -605,6 +605,9 @@ pub fn run(o: &RerunOptions) -> Result<Rerun, SimulateError> {
                 record: true,
                 scheduler,
                 util_est: util_est::Rules::of_release(b.meta.kernel_release.as_deref()),
+                new_task_util: crate::state::pelt::NewTaskUtil::of_release(
+                    b.meta.kernel_release.as_deref(),
+                ),
                 traced_delays: traced_delays.clone(),
                 flips_before_trace,
                 seed: o.seed,

@@ -990,12 +990,13 @@ fn replays_wakee_flips_are_the_kernels_own() {
 
 /// A hackbench whose 160 tasks exit across the trace, captured with the kernel's
 /// nr_idle_scan read at every select_task_rq_fair call (`rig.sh --kernel-state`):
-/// replay's SIS_UTIL budget is the kernel's on 89.1 % of the searches, below it on 860
-/// and above on 447. (Taking a dead task's load and utilisation off its CPU at its last
-/// switch, as task_dead_fair does, gave 91.5 %, above on 818 and below on 202, and the
-/// decisions 98.5 % against 98.1 %; but on the sis-stats kernels it raised the runqueues
-/// scanned from within 1.2 % of the kernel's counts to 4-10 % over, so the model holds
-/// another bias that the dead tasks' blocked utilisation offsets.)
+/// replay's SIS_UTIL budget is the kernel's on 94.6 % of the searches, above it on 412
+/// and below on 235. Two rules of fair.c carry it: task_dead_fair takes a dead task's
+/// load and utilisation off its CPU (kept as blocked load: 89.1 %, below on 860), and
+/// post_init_entity_util_avg starts a new task at half its CPU's spare capacity on 6.1
+/// (at 0 with the dead tasks removed: 91.5 %, above on 818). Either alone moved the
+/// sis-stats kernels' runqueues scanned 3-10 % off their own counts; together they are
+/// within 2 % (tests of the SIS counters, above).
 #[test]
 #[ignore = "needs python3 with polars (notebooks/requirements.txt) (.ci/run installs it and runs ignored tests: cargo test -- --include-ignored)"]
 fn sis_utils_budget_is_the_kernels_on_a_hackbench_whose_tasks_exit() {
@@ -1012,9 +1013,9 @@ fn sis_utils_budget_is_the_kernels_on_a_hackbench_whose_tasks_exit() {
             .parse()
             .unwrap()
     };
-    assert!(after("nr_idle_scan on ") >= 88.5, "{line}");
+    assert!(after("nr_idle_scan on ") >= 93.5, "{line}");
     let (above, below) = (after("above the kernel's on "), after("below on "));
-    assert!(above + below < 1400.0, "{line}");
+    assert!(above < 600.0 && below < 600.0, "{line}");
 }
 
 /// The woken task's util_avg as the kernel left it at each sleep, against PELT run over

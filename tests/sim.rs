@@ -47,6 +47,7 @@ fn run_with(
             // The cases are worked out with v6.1's CFS.
             scheduler: sisreplay::sim::Scheduler::Cfs,
             util_est: Default::default(),
+            new_task_util: Default::default(),
             traced_delays: Default::default(),
             flips_before_trace: Default::default(),
             // No trace: the tick ends a run when it would.

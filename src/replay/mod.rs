@@ -337,7 +337,9 @@ fn setup(
         Provenance::Simulate(s) => s.modelled_release.as_deref(),
         _ => None,
     });
-    let util_est = util_est::Rules::of_release(kernel_release.as_deref().or(modelled));
+    let release = kernel_release.as_deref().or(modelled);
+    let util_est = util_est::Rules::of_release(release);
+    let new_task_util = crate::state::pelt::NewTaskUtil::of_release(release);
     let mut specs = opts.policies.clone();
     if opts.add_kernel_policy && !specs.iter().any(|s| s.is(&as_kernel)) {
         specs.push(PolicySpec::parse(&as_kernel)?);
@@ -352,6 +354,7 @@ fn setup(
         idle_scan_probes: meta.is_some_and(|m| m.counts.contains_key("select_idle_cpu_enter")),
         irq_pressure: meta.and_then(|m| m.irq_time_accounting) != Some(false),
         util_est,
+        new_task_util,
     })
 }
 

@@ -44,6 +44,8 @@ pub struct Setup {
     pub irq_pressure: bool,
     /// The util_est rules of the traced (or, for a re-run, the modelled) kernel.
     pub util_est: util_est::Rules,
+    /// How that kernel starts a new task's utilisation.
+    pub new_task_util: crate::state::pelt::NewTaskUtil,
 }
 
 /// One policy being replayed, with its counts.
@@ -234,6 +236,7 @@ impl<'o> Replayer<'o> {
         machine.flips_before_trace = opts.flips_before_trace;
         machine.irq_pressure = setup.irq_pressure;
         machine.util_est_rules = setup.util_est;
+        machine.new_task_util = setup.new_task_util;
         let mut lookahead = Lookahead::default();
         if setup.probes {
             lookahead.expect_probes();
@@ -846,6 +849,7 @@ mod tests {
             idle_scan_probes: false,
             irq_pressure: true,
             util_est: util_est::Rules::default(),
+            new_task_util: crate::state::pelt::NewTaskUtil::default(),
         };
         Replayer::new(setup, &ReplayOptions::default(), vec![seen]).unwrap()
     }

@@ -141,6 +141,8 @@ pub struct SimOptions {
     /// The util_est rules of the kernel modelled, by its release (SIS_UTIL's budget and
     /// the balancer's group utilisation read them); `scheduler` does not change them.
     pub util_est: crate::state::util_est::Rules,
+    /// How the modelled kernel starts a new task's utilisation, by its release.
+    pub new_task_util: crate::state::pelt::NewTaskUtil,
     /// A traced machine's own wakeup delays: where a kind has samples, each such delay
     /// is drawn from them instead of `wake_ipi_ns` or `preempt_delay_ns`.
     pub traced_delays: WakeDelays,
@@ -179,6 +181,7 @@ impl SimOptions {
             record: false,
             scheduler: Scheduler::Cfs,
             util_est: crate::state::util_est::Rules::default(),
+            new_task_util: crate::state::pelt::NewTaskUtil::default(),
             traced_delays: WakeDelays::default(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
             preempted_runs: PreemptedRuns::default(),
@@ -925,6 +928,7 @@ impl Sim {
         }
         m.flips_before_trace = opts.flips_before_trace;
         m.util_est_rules = opts.util_est;
+        m.new_task_util = opts.new_task_util;
         Ok(Sim {
             tun: Tunables::for_cpus(nr),
             balancer: Balancer::new(&m),

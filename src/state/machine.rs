@@ -18,9 +18,9 @@ use crate::trace::{Comm, Event, EventKind};
 
 use super::flips::{Flips, ForkCopy};
 use super::llc_idle::LlcIdle;
-use super::pelt::{Avg, Removed};
+use super::pelt::{Avg, NewTaskUtil, Removed};
 use super::util_est::{self, UtilEst};
-use crate::abi::{MIGRATION_COST_NS, PREEMPTED, TASK_UNINTERRUPTIBLE};
+use crate::abi::{EXIT_DEAD, EXIT_ZOMBIE, MIGRATION_COST_NS, PREEMPTED, TASK_UNINTERRUPTIBLE};
 
 /// The load weight of a nice-0 task.
 const NICE_0_WEIGHT: u64 = 1024;
@@ -282,6 +282,8 @@ pub struct Machine {
     /// The util_est rules of the kernel the events come from (traced, or modelled by a
     /// re-run), by its release.
     pub util_est_rules: util_est::Rules,
+    /// How a new task's utilisation starts (post_init_entity_util_avg), by release.
+    pub new_task_util: NewTaskUtil,
     /// idle_cpu() of every CPU of the topology, and of their cores, as each LLC's
     /// bitsets: kept in step with `cpus` by every change of a CPU's running task,
     /// runqueue or pending wakeups, so that change goes through this type.
@@ -330,6 +332,7 @@ impl Machine {
             flips_before_trace: super::flips::BeforeTrace::default(),
             irq_pressure: true,
             util_est_rules: util_est::Rules::default(),
+            new_task_util: NewTaskUtil::default(),
         }
     }
 
@@ -744,6 +747,13 @@ impl Machine {
         }
         // Its load is on this CPU (first seen here, or moved unseen).
         self.attach(pid, cpu, now);
+        if state & (EXIT_DEAD | EXIT_ZOMBIE) != 0 {
+            // The task's last switch: finish_task_switch runs task_dead_fair, whose
+            // remove_entity_load_avg takes its load off this CPU at the next update
+            // (kept as blocked load, a dead hackbench sender weighed on its CPU for
+            // a hundred ms and pushed wake_affine_weight toward the waker's CPU).
+            self.remove(pid, now);
+        }
     }
 
     /// sched_switch, the next task's side: it runs on `cpu`, queued there; pid 0 (the
@@ -791,12 +801,18 @@ impl Machine {
         let target = w.target_cpu.max(0) as u32;
         self.ensure_cpu(target);
         self.update_cpu_avg(target, now);
+        let new_util = {
+            let c = &self.cpus[target as usize].avg;
+            self.new_task_util.initial(c.util_avg, c.load_avg)
+        };
         let (held, attached) = {
             let t = self.task(w.pid, w.comm, now);
             t.cpu = Some(target);
             if new {
                 // wake_up_new_task: a new task starts heavy until its own history builds.
                 t.avg = Avg::forked(now, NICE_0_WEIGHT);
+                t.avg.util_avg = new_util;
+                t.avg.runnable_avg = new_util;
                 t.attached = None;
             }
             (t.rq, t.attached)
@@ -1261,6 +1277,30 @@ mod tests {
         m.refresh(0, lut0);
         assert_eq!(m.cpu_load(0), load0 - removed);
         assert_eq!(m.cpus[0].removed, Removed::default());
+    }
+
+    /// A task's last switch (prev_state Z or X) runs task_dead_fair: its load joins the
+    /// CPU's removed load, taken off at the CPU's next update (here the next task's
+    /// switch-in), and does not stay on as blocked load. A task that only blocks (S)
+    /// keeps its load there.
+    #[test]
+    fn a_dead_tasks_load_leaves_its_cpu_at_the_next_update() {
+        const MS: u64 = 1_000_000;
+        let load_after = |state: i64| {
+            let mut m = machine(1);
+            m.apply(&switch(0, 0, 0, 0, 10));
+            m.apply(&switch(20 * MS, 0, 10, state, 11));
+            m.refresh(0, 21 * MS);
+            (m.cpu_load(0), m.tasks[&10].attached)
+        };
+        let (blocked, attached) = load_after(1);
+        assert_eq!(attached, Some(0));
+        for dead in [EXIT_ZOMBIE, EXIT_DEAD] {
+            let (load, attached) = load_after(dead);
+            assert_eq!(attached, None, "{dead:#x}");
+            // 11 has run 1 ms: its load alone is left, far below 10's 20 ms of it.
+            assert!(load * 5 < blocked, "{dead:#x}: {load} against {blocked}");
+        }
     }
 
     /// record_wakee runs only on the waker, and fork copies the parent's wakee_flips

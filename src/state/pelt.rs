@@ -65,6 +65,45 @@ pub struct Avg {
     pub util_avg: u64,
 }
 
+/// How post_init_entity_util_avg sizes a new task's utilisation: the CPU's util_avg
+/// times the task's weight over the CPU's load_avg, at most half the capacity the CPU
+/// has left (all of that half on a CPU with no utilisation). The weight it multiplies by
+/// changed with the release.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NewTaskUtil {
+    /// Before v6.7: se->load.weight, scaled up 1024 times on 64-bit, so the product
+    /// passes the cap on any CPU with utilisation: in effect half the capacity left.
+    #[default]
+    ScaledWeight,
+    /// From v6.7 ("sched/fair: Fix initial util_avg calculation"; 6.12's fair.c has it,
+    /// 6.1's not): se_weight, the task's share by load of the CPU's utilisation.
+    SeWeight,
+}
+
+impl NewTaskUtil {
+    /// The rule of a kernel release (`uname -r`); an unknown one keeps 6.1's.
+    pub fn of_release(release: Option<&str>) -> NewTaskUtil {
+        match release.and_then(crate::abi::kernel_version) {
+            Some(v) if v >= (6, 7) => NewTaskUtil::SeWeight,
+            _ => NewTaskUtil::ScaledWeight,
+        }
+    }
+
+    /// The util_avg of a nice-0 task starting on a CPU whose util_avg and load_avg are
+    /// `cpu_util` and `cpu_load`.
+    pub fn initial(self, cpu_util: u64, cpu_load: u64) -> u64 {
+        let cap = 1024u64.saturating_sub(cpu_util) / 2;
+        if cpu_util == 0 {
+            return cap;
+        }
+        let weight = match self {
+            NewTaskUtil::ScaledWeight => 1024 << 10,
+            NewTaskUtil::SeWeight => 1024,
+        };
+        (cpu_util * weight / (cpu_load + 1)).min(cap)
+    }
+}
+
 /// cfs_rq->removed: what tasks that left a CPU by wakeup migration took with them, to be
 /// taken off that CPU's signal at its next update (remove_entity_load_avg), not at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -107,13 +146,9 @@ impl Avg {
 
     /// A task's signal as wake_up_new_task leaves it before attaching it:
     /// init_entity_runnable_average gives it its full `weight` as load, so that it
-    /// counts as heavy until its own history builds up. post_init_entity_util_avg
-    /// would also give it half the capacity its CPU has left as utilisation, but the
-    /// kernels' own counts say otherwise: with it, the SIS_UTIL hackbench captures'
-    /// modelled runqueues scanned fall 3–7 % under the kernel's (ground-truth cells
-    /// beyond 2 %: 25 → 29) for 0.03 points of agreement, as if the new tasks' CPUs
-    /// had less utilisation than that. Why is not found; the utilisation starts at 0.
-    /// Only the averages are set: attaching derives the sums from them.
+    /// counts as heavy until its own history builds up; its utilisation is
+    /// post_init_entity_util_avg's ([`NewTaskUtil`]), set by the caller. Only the
+    /// averages are set: attaching derives the sums from them.
     pub fn forked(now_ns: u64, weight: u64) -> Avg {
         Avg {
             last_update_ns: now_ns,
@@ -255,6 +290,29 @@ mod tests {
 
     /// init_entity_runnable_average: a new task's load is its weight, with no sums
     /// behind it; attached to an idle CPU, it brings all of it there.
+    /// post_init_entity_util_avg, worked by hand. On a CPU at util_avg 600, load_avg
+    /// 3000 the cap is (1024 - 600) / 2 = 212. 6.1 multiplies by the scaled weight:
+    /// 600 · 1048576 / 3001 = 209,646, capped to 212. 6.12 by se_weight: 600 · 1024 /
+    /// 3001 = 204. On a CPU with no utilisation both give the whole cap, 512; on a
+    /// full one, 0.
+    #[test]
+    fn a_new_task_starts_at_its_share_of_the_cpus_utilisation_at_most_half_the_spare() {
+        use NewTaskUtil::*;
+        assert_eq!(ScaledWeight.initial(600, 3000), 212);
+        assert_eq!(SeWeight.initial(600, 3000), 204);
+        assert_eq!(SeWeight.initial(100, 100), 462);
+        for rule in [ScaledWeight, SeWeight] {
+            assert_eq!(rule.initial(0, 0), 512);
+            assert_eq!(rule.initial(1024, 5000), 0);
+        }
+        assert_eq!(
+            NewTaskUtil::of_release(Some("6.1.0-28-amd64")),
+            ScaledWeight
+        );
+        assert_eq!(NewTaskUtil::of_release(Some("6.12.118-rig")), SeWeight);
+        assert_eq!(NewTaskUtil::of_release(None), ScaledWeight);
+    }
+
     #[test]
     fn a_forked_task_starts_at_full_load() {
         let f = Avg::forked(7, 1024);
