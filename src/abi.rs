@@ -36,3 +36,10 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
         .filter(|s| !s.is_empty());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
+
+/// Whether a kernel release (`uname -r`) is `version` or later; an unknown one is not.
+pub fn release_at_least(release: Option<&str>, version: (u32, u32)) -> bool {
+    release
+        .and_then(kernel_version)
+        .is_some_and(|v| v >= version)
+}

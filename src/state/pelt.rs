@@ -83,9 +83,10 @@ pub enum NewTaskUtil {
 impl NewTaskUtil {
     /// The rule of a kernel release (`uname -r`); an unknown one keeps 6.1's.
     pub fn of_release(release: Option<&str>) -> NewTaskUtil {
-        match release.and_then(crate::abi::kernel_version) {
-            Some(v) if v >= (6, 7) => NewTaskUtil::SeWeight,
-            _ => NewTaskUtil::ScaledWeight,
+        if crate::abi::release_at_least(release, (6, 7)) {
+            NewTaskUtil::SeWeight
+        } else {
+            NewTaskUtil::ScaledWeight
         }
     }
 

@@ -39,9 +39,10 @@ pub enum Rules {
 impl Rules {
     /// The rules of a kernel release (`uname -r`); an unknown one keeps 6.1's.
     pub fn of_release(release: Option<&str>) -> Rules {
-        match release.and_then(crate::abi::kernel_version) {
-            Some(v) if v >= (6, 8) => Rules::EwmaOnly,
-            _ => Rules::LastSample,
+        if crate::abi::release_at_least(release, (6, 8)) {
+            Rules::EwmaOnly
+        } else {
+            Rules::LastSample
         }
     }
 }
