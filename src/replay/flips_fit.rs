@@ -354,17 +354,14 @@ pub fn fit(
         .zip(got)
         .map(|(b, a)| (b.halved_ago_ns, b.flips, a))
         .collect();
-    // Only a grid point clearly better than the first descent's end starts another.
-    let top = age_count_agreement
-        .iter()
-        .map(|&(_, _, a)| a)
-        .fold(f64::MIN, f64::max);
-    let beats = first_near_best(&[(false, from_zero.agreement), (true, top)], n) == Some(true);
-    let grid_best = age_count_agreement
+    let grid_counts: Vec<(u32, f64)> = age_count_agreement
         .iter()
         .map(|&(_, flips, a)| (flips, a))
-        .collect::<Vec<_>>();
-    let best = match first_near_best(&grid_best, n) {
+        .collect();
+    // Only a grid point clearly better than the first descent's end starts another.
+    let top = grid_counts.iter().map(|&(_, a)| a).fold(f64::MIN, f64::max);
+    let beats = first_near_best(&[(false, from_zero.agreement), (true, top)], n) == Some(true);
+    let best = match first_near_best(&grid_counts, n) {
         Some(flips) if beats => {
             let other = descend(flips)?;
             let pick = [(false, from_zero.agreement), (true, other.agreement)];

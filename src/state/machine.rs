@@ -801,18 +801,16 @@ impl Machine {
         let target = w.target_cpu.max(0) as u32;
         self.ensure_cpu(target);
         self.update_cpu_avg(target, now);
-        let new_util = {
+        let new_util = new.then(|| {
             let c = &self.cpus[target as usize].avg;
             self.new_task_util.initial(c.util_avg, c.load_avg)
-        };
+        });
         let (held, attached) = {
             let t = self.task(w.pid, w.comm, now);
             t.cpu = Some(target);
-            if new {
+            if let Some(util) = new_util {
                 // wake_up_new_task: a new task starts heavy until its own history builds.
-                t.avg = Avg::forked(now, NICE_0_WEIGHT);
-                t.avg.util_avg = new_util;
-                t.avg.runnable_avg = new_util;
+                t.avg = Avg::forked(now, NICE_0_WEIGHT, util);
                 t.attached = None;
             }
             (t.rq, t.attached)

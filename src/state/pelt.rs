@@ -147,13 +147,15 @@ impl Avg {
 
     /// A task's signal as wake_up_new_task leaves it before attaching it:
     /// init_entity_runnable_average gives it its full `weight` as load, so that it
-    /// counts as heavy until its own history builds up; its utilisation is
-    /// post_init_entity_util_avg's ([`NewTaskUtil`]), set by the caller. Only the
-    /// averages are set: attaching derives the sums from them.
-    pub fn forked(now_ns: u64, weight: u64) -> Avg {
+    /// counts as heavy until its own history builds up; `util` is
+    /// post_init_entity_util_avg's ([`NewTaskUtil`]), as util_avg and runnable_avg.
+    /// Only the averages are set: attaching derives the sums from them.
+    pub fn forked(now_ns: u64, weight: u64, util: u64) -> Avg {
         Avg {
             last_update_ns: now_ns,
             load_avg: weight,
+            util_avg: util,
+            runnable_avg: util,
             ..Default::default()
         }
     }
@@ -289,8 +291,6 @@ impl Avg {
 mod tests {
     use super::*;
 
-    /// init_entity_runnable_average: a new task's load is its weight, with no sums
-    /// behind it; attached to an idle CPU, it brings all of it there.
     /// post_init_entity_util_avg, worked by hand. On a CPU at util_avg 600, load_avg
     /// 3000 the cap is (1024 - 600) / 2 = 212. 6.1 multiplies by the scaled weight:
     /// 600 · 1048576 / 3001 = 209,646, capped to 212. 6.12 by se_weight: 600 · 1024 /
@@ -314,13 +314,15 @@ mod tests {
         assert_eq!(NewTaskUtil::of_release(None), ScaledWeight);
     }
 
+    /// init_entity_runnable_average: a new task's load is its weight, with no sums
+    /// behind it; attached to an idle CPU, it brings all of it there.
     #[test]
     fn a_forked_task_starts_at_full_load() {
-        let f = Avg::forked(7, 1024);
+        let f = Avg::forked(7, 1024, 0);
         assert_eq!((f.load_avg, f.util_avg, f.runnable_avg), (1024, 0, 0));
         assert_eq!((f.last_update_ns, f.load_sum, f.util_sum), (7, 0, 0));
         let mut idle = Avg::starting_at(0);
-        let mut task = Avg::forked(0, 1024);
+        let mut task = Avg::forked(0, 1024, 0);
         idle.attach(&mut task, 1024);
         assert_eq!((idle.load_avg, idle.util_avg), (1024, 0));
         // The sums follow the average: a period later, the task gone to sleep, the
