@@ -20,7 +20,8 @@
 #
 # --check: the packages resolve, every patch of each NAME applies (on a copy of the files
 # it touches, in order, without touching the build tree) and olddefconfig keeps every
-# option of the fragments, set or not set; nothing is built.
+# option of the fragments, set or not set; nothing is built, and without the full tree only
+# what that reads is unpacked (below, check_source).
 #
 # The build runs under `nice -n 19` with -j2 (--jobs to change). Each source is unpacked
 # once into target/rig-cache/kernel/linux-source-SOURCE (kept pristine) and hard-linked into
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --check) check=1 ;;
         --jobs) jobs=$2; shift ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         -*) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
         *) names+=("$1") ;;
     esac
@@ -116,7 +117,7 @@ fi
 # package version), its config fragments into fragments[], and the suffix of its build
 # tree's directories into sfx (none on 6.1, whose tree, build and applied came first).
 use_source() {
-local v=$1 tarball
+local v=$1
 version=$(dpkg-query -W -f='${Version}' "linux-source-$v")
 tarball=/usr/src/linux-source-$v.tar.xz
 [ -f "$tarball" ] || { echo "build.sh: $tarball missing (linux-source-$v $version)" >&2; exit 1; }
@@ -126,10 +127,35 @@ fragments=("$fragment")
 [ ! -f "$here/guest-$v.config" ] || fragments+=("$here/guest-$v.config")
 src=$cache/linux-source-$v
 mkdir -p "$cache"
+if [ "$(cat "$src/.rig-version" 2>/dev/null)" = "$version" ]; then
+    return 0
+fi
+if [ $check = 1 ]; then
+    check_source "$v"
+    return 0
+fi
+echo "build.sh: unpacking linux-source-$v $version" >&2
+rm -rf "$src" "$cache/tree$sfx" "$cache/build$sfx" "$cache/applied$sfx"
+tar -xf "$tarball" -C "$cache"
+echo "$version" > "$src/.rig-version"
+}
+
+# --check without the full tree reads a part of the source, unpacked once into
+# linux-source-SOURCE-check: what configuring reads (every Kconfig, Makefile and Kbuild file,
+# scripts/, arch/x86/) and kernel/, where the patches are. That is some 70 MB against the
+# full tree's 1.5 GB, so checking does not need the disk a build does.
+check_source() {
+local v=$1
+src=$cache/linux-source-$v-check
 if [ "$(cat "$src/.rig-version" 2>/dev/null)" != "$version" ]; then
-    echo "build.sh: unpacking linux-source-$v $version" >&2
-    rm -rf "$src" "$cache/tree$sfx" "$cache/build$sfx" "$cache/applied$sfx"
-    tar -xf "$tarball" -C "$cache"
+    echo "build.sh: unpacking what --check reads of linux-source-$v $version" >&2
+    rm -rf "$src" "$src.tmp"
+    mkdir -p "$src.tmp"
+    tar -xf "$tarball" -C "$src.tmp" --wildcards \
+        "linux-source-$v/scripts" "linux-source-$v/arch/x86" "linux-source-$v/kernel" \
+        '*/Kconfig*' '*/Makefile*' '*/Kbuild*'
+    mv "$src.tmp/linux-source-$v" "$src"
+    rm -rf "$src.tmp"
     echo "$version" > "$src/.rig-version"
 fi
 }
@@ -145,6 +171,11 @@ dry_run() {
     local d=$1 f p
     [ ${#patches[@]} -gt 0 ] || return 0
     for f in $(touched "${patches[@]}"); do
+        # A file outside the part --check unpacks comes from the tarball (if it is there:
+        # a patch may create it).
+        if [ ! -f "$src/$f" ] && [[ $src == *-check ]]; then
+            tar -xf "$tarball" -C "$src" --strip-components=1 "linux-source-$source/$f" 2> /dev/null || true
+        fi
         if [ -f "$src/$f" ]; then mkdir -p "$d/$(dirname "$f")"; cp "$src/$f" "$d/$f"; fi
     done
     for p in "${patches[@]}"; do
