@@ -54,6 +54,10 @@ pub struct RunStats {
     pub wakeup_moves: Placements,
     /// `cpu_ns` as % of the span times the CPUs.
     pub busy_pct: f64,
+    /// Time the CPUs spent stalled, ns: a task put on an idle CPU waited [`STALL_NS`]
+    /// or more for it (overlapping waits counted once).
+    #[serde(default)]
+    pub stalled_ns: u64,
 }
 
 impl RunStats {
@@ -98,6 +102,7 @@ impl RunStats {
         s.local_after_block = lat.local_after_block;
         s.local_preempt_latency = Percentiles::of(&mut lat.local_preempt);
         s.busy_pct = 100.0 * s.cpu_ns as f64 / (s.span_ns.max(1) as f64 * n.max(1) as f64);
+        s.stalled_ns = stalled_ns(&mut lat.stalled);
         let delays = WakeDelays::from_samples(lat.remote_idle, lat.local_idle, lat.local_preempt);
         (s, delays)
     }
@@ -139,6 +144,31 @@ impl RunStats {
     }
 }
 
+/// A wakeup onto an idle CPU that waited longer than this found the CPU stalled: no
+/// C-state takes a millisecond to leave (the deepest of current x86 servers about
+/// 0.1-0.3 ms), a vCPU whose host thread is not running does.
+pub const STALL_NS: u32 = 1_000_000;
+
+/// The time covered by the waits `(cpu, from, to)`, each CPU's overlapping waits counted
+/// once.
+fn stalled_ns(waits: &mut [(u32, u64, u64)]) -> u64 {
+    waits.sort_unstable();
+    let mut total = 0;
+    let mut open: Option<(u32, u64, u64)> = None;
+    for &(cpu, from, to) in waits.iter() {
+        match open {
+            Some((c, _, end)) if c == cpu && from <= end => {
+                open = open.map(|(c, start, end)| (c, start, end.max(to)));
+            }
+            _ => {
+                total += open.map_or(0, |(_, start, end)| end.saturating_sub(start));
+                open = Some((cpu, from, to));
+            }
+        }
+    }
+    total + open.map_or(0, |(_, start, end)| end.saturating_sub(start))
+}
+
 /// Waking-to-running latencies, ns, as RunStats splits them.
 #[derive(Default)]
 struct LatencySamples {
@@ -147,6 +177,8 @@ struct LatencySamples {
     local_idle: Vec<u32>,
     local_preempt: Vec<u32>,
     local_after_block: u64,
+    /// Waits onto idle CPUs of STALL_NS or more: (CPU, waking, switch-in), ns.
+    stalled: Vec<(u32, u64, u64)>,
 }
 
 impl LatencySamples {
@@ -159,6 +191,9 @@ impl LatencySamples {
                 self.remote_idle.push(ns);
             } else {
                 self.local_idle.push(ns);
+            }
+            if ns >= STALL_NS {
+                self.stalled.push((l.cpu, l.waking_ns, l.switch_in_ns));
             }
         }
         let preempted = l.prev_end == SliceEnd::Preempted;
@@ -834,6 +869,22 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
              the model's constants",
             res.delays_traced, res.delays_drawn, res.delays_fixed
         );
+        if r.trace.stalled_ns > 0 || own.stats.stalled_ns > 0 {
+            // As % of the CPU time there was, which busy_pct gives with cpu_ns.
+            let pct = |s: &RunStats| match s.cpu_ns {
+                0 => 0.0,
+                cpu => s.busy_pct * s.stalled_ns as f64 / cpu as f64,
+            };
+            let _ = writeln!(
+                out,
+                "CPUs stalled (a task put on one idle waited 1 ms or more for it): {:.2} CPU-s \
+                 in the trace ({:.1} % of its CPU time), {:.2} CPU-s in the re-run ({:.1} %)",
+                r.trace.stalled_ns as f64 / 1e9,
+                pct(&r.trace),
+                own.stats.stalled_ns as f64 / 1e9,
+                pct(&own.stats)
+            );
+        }
         if res.hidden_writes > 0 {
             let _ = writeln!(
                 out,
@@ -958,6 +1009,21 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_cpus_overlapping_stalls_count_once_and_other_cpus_apart() {
+        let mut waits = vec![
+            (1, 5 * MS, 9 * MS),
+            (1, MS, 3 * MS),
+            (0, 2 * MS, 4 * MS),
+            (1, 2 * MS, 4 * MS),
+            // Within the one before on CPU 1.
+            (1, 6 * MS, 7 * MS),
+        ];
+        // CPU 0: 2 ms; CPU 1: 1-4 ms and 5-9 ms, 7 ms.
+        assert_eq!(stalled_ns(&mut waits), 9 * MS);
+        assert_eq!(stalled_ns(&mut []), 0);
+    }
 
     fn stats(
         wakeups: u64,
