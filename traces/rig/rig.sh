@@ -189,7 +189,11 @@ elif [ ! -f "$cache/vmlinuz" ]; then
     pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [ -n "$pkg" ] || { echo "rig.sh: apt-cache names no kernel for linux-image-amd64 (run apt-get update)" >&2; exit 1; }
     (cd "$cache" && rm -rf deb root && mkdir deb && cd deb && apt-get download "$pkg" > /dev/null)
-    dpkg -x "$cache"/deb/*.deb "$cache/root"
+    # Only what the guest boots with: the image, its config and the virtio modules (the
+    # package's other modules are 390 MB).
+    mkdir -p "$cache/root"
+    dpkg-deb --fsys-tarfile "$cache"/deb/*.deb | tar -x -C "$cache/root" --wildcards \
+        './boot/*' '*/kernel/drivers/virtio/*' '*/kernel/drivers/block/virtio_blk*'
     cp "$cache"/root/boot/vmlinuz-* "$cache/vmlinuz"
     ls "$cache"/root/lib/modules > "$cache/release"
 fi
