@@ -39,7 +39,9 @@ pub const TERMS: &[(&str, &str)] = &[
     (
         "agreement, fidelity",
         "share of replayed wakeups where the model of the traced kernel's policy picked the \
-         CPU the kernel picked: trust strong at ≥ 95 %, moderate at ≥ 90 %, weak below.",
+         CPU the kernel picked: trust strong at ≥ 95 %, moderate at ≥ 90 %, weak below; \
+         at most moderate when always keeping each task on its previous CPU would have \
+         agreed as often.",
     ),
     (
         "self-fidelity",

@@ -754,13 +754,15 @@ fn verdict_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "<ul class=\"trust\">");
     for (i, t) in r.traces.iter().enumerate() {
         let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
-        let trust = trust_of(fid.map(|f| f.agreement_pct()));
+        let trust = trust_of(fid);
         let what = match fid {
             Some(f) => format!(
-                "the model of its kernel ({}) picks the kernel's CPU for {:.1} % of {} wakeups",
+                "the model of its kernel ({}) picks the kernel's CPU for {:.1} % of {} \
+                 wakeups ({})",
                 t.replay.as_kernel,
                 f.agreement_pct(),
-                f.decisions
+                f.decisions,
+                super::baseline_words(f)
             ),
             None => "no model of its kernel was checked against it".into(),
         };

@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::bundle::provenance::Readable;
 use crate::bundle::{self, Meta};
 use crate::compare::{self, Arm, CompareError, Comparison, Metric};
+use crate::metrics::Fidelity;
 use crate::policy::{self, params::Params};
 use crate::replay::ReplayResult;
 use crate::topology::Topology;
@@ -222,14 +223,46 @@ pub fn arms_that_cannot_differ<'a>(r: &'a Report, trace: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// How far a model's agreement with the kernel's choices lets its numbers be trusted.
-pub fn trust_of(fidelity_pct: Option<f64>) -> &'static str {
-    match fidelity_pct {
-        Some(f) if f >= 95.0 => "strong",
-        Some(f) if f >= 90.0 => "moderate",
-        Some(_) => "weak",
-        None => "unknown",
+/// How far a model's agreement with the kernel's choices lets its numbers be trusted:
+/// strong at 95 % or more, moderate at 90 %, weak below. A model that agrees no more
+/// often than keeping every task on its previous CPU would is at most moderate: where
+/// the kernel seldom moved a task, a high agreement shows nothing of how the model
+/// moves them.
+pub fn trust_of(fidelity: Option<&Fidelity>) -> &'static str {
+    let Some(f) = fidelity else {
+        return "unknown";
+    };
+    match f.agreement_pct() {
+        a if a >= 95.0 && !no_better_than_prev(f) => "strong",
+        a if a >= 90.0 => "moderate",
+        _ => "weak",
     }
+}
+
+/// The model agreed with the kernel no more often than always choosing prev_cpu would.
+pub fn no_better_than_prev(f: &Fidelity) -> bool {
+    f.decisions > 0 && f.agree <= f.always_prev
+}
+
+/// The baseline beside a model's agreement: how often keeping each task on its previous
+/// CPU would have agreed, and whether the model did better.
+pub fn baseline_words(f: &Fidelity) -> String {
+    let prev = 100.0 * f.always_prev as f64 / f.decisions.max(1) as f64;
+    if no_better_than_prev(f) {
+        format!("always keeping the task on its previous CPU: {prev:.2} %, as good or better")
+    } else {
+        format!("always keeping the task on its previous CPU: {prev:.2} %")
+    }
+}
+
+/// The least trusted of `words` (as [`trust_of`] gives them), "unknown" for none.
+fn least_trusted<'a>(words: impl Iterator<Item = &'a str>) -> &'a str {
+    let rank = |w: &str| {
+        ["weak", "unknown", "moderate", "strong"]
+            .iter()
+            .position(|&x| x == w)
+    };
+    words.min_by_key(|w| rank(w)).unwrap_or("unknown")
 }
 
 /// What the report says about one trace beside the comparison.
@@ -328,7 +361,7 @@ pub enum ReportError {
 /// One verdict per metric, arm and trace where both sides have a value.
 fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
     // A row of several runs is as trustworthy as its least faithful run.
-    let fidelity = |trace: &str| {
+    let fidelities = |trace: &str| {
         let prefix = format!("{trace}#");
         traces
             .iter()
@@ -338,14 +371,17 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                         .strip_prefix(&prefix)
                         .is_some_and(|k| k.parse::<u32>().is_ok())
             })
-            .filter_map(|t| {
-                t.replay
-                    .policies
-                    .iter()
-                    .find_map(|p| p.fidelity.as_ref())
-                    .map(|f| f.agreement_pct())
-            })
-            .reduce(f64::min)
+            .filter_map(|t| t.replay.policies.iter().find_map(|p| p.fidelity.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let fidelity = |trace: &str| {
+        let f = fidelities(trace);
+        let pct = f.iter().map(|f| f.agreement_pct()).reduce(f64::min);
+        let trust = match f.is_empty() {
+            true => "unknown",
+            false => least_trusted(f.iter().map(|f| trust_of(Some(f)))),
+        };
+        (pct, trust)
     };
     let mut out = Vec::new();
     for t in &c.tables {
@@ -363,7 +399,7 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                 } else {
                     cell.mean < base.mean
                 };
-                let fidelity_pct = fidelity(&row.trace);
+                let (fidelity_pct, trust) = fidelity(&row.trace);
                 // Across runs where both sides have two or more (else no test across
                 // them exists, and the windows' verdict stands): the runs' means and
                 // test, with the pooled windows' beside them.
@@ -395,7 +431,7 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                         practical_pct: t.metric.practical_pct(),
                         word: "",
                         fidelity_pct,
-                        trust: trust_of(fidelity_pct),
+                        trust,
                         runs: Some(RunsVerdict {
                             base_values: b.values.clone(),
                             values: a.values.clone(),
@@ -425,7 +461,7 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
                     practical_pct: t.metric.practical_pct(),
                     word: "",
                     fidelity_pct,
-                    trust: trust_of(fidelity_pct),
+                    trust,
                     runs: None,
                 };
                 v.word = verdict_word(&v);
@@ -549,4 +585,42 @@ pub fn build(
         traces: reports,
         policies,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fidelity(decisions: u64, agree: u64, always_prev: u64) -> Fidelity {
+        let mut f = Fidelity::default();
+        (f.decisions, f.agree, f.always_prev) = (decisions, agree, always_prev);
+        f
+    }
+
+    #[test]
+    fn trust_needs_agreement_and_a_model_better_than_keeping_tasks_on_prev() {
+        assert_eq!(trust_of(None), "unknown");
+        // 96 % agreement where keeping every task on prev would give 80 %.
+        assert_eq!(trust_of(Some(&fidelity(1000, 960, 800))), "strong");
+        assert_eq!(trust_of(Some(&fidelity(1000, 950, 800))), "strong");
+        assert_eq!(trust_of(Some(&fidelity(1000, 949, 800))), "moderate");
+        assert_eq!(trust_of(Some(&fidelity(1000, 899, 800))), "weak");
+        // 98.7 % where always prev gives 98.9 %, and a tie: the trace shows nothing of
+        // how the model moves tasks.
+        assert_eq!(trust_of(Some(&fidelity(1000, 987, 989))), "moderate");
+        assert_eq!(trust_of(Some(&fidelity(1000, 989, 989))), "moderate");
+        assert_eq!(trust_of(Some(&fidelity(1000, 990, 989))), "strong");
+        // Below 90 % it is weak whatever the baseline.
+        assert_eq!(trust_of(Some(&fidelity(1000, 800, 900))), "weak");
+        assert!(baseline_words(&fidelity(1000, 987, 989)).ends_with("98.90 %, as good or better"));
+        assert!(baseline_words(&fidelity(1000, 990, 989)).ends_with("98.90 %"));
+    }
+
+    #[test]
+    fn several_runs_are_as_trusted_as_the_least_trusted() {
+        let w = ["strong", "moderate", "strong"];
+        assert_eq!(least_trusted(w.iter().copied()), "moderate");
+        assert_eq!(least_trusted(["strong", "weak"].iter().copied()), "weak");
+        assert_eq!(least_trusted(std::iter::empty()), "unknown");
+    }
 }

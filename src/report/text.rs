@@ -88,16 +88,17 @@ fn reproduce(o: &mut String, r: &Report) {
 fn trust_lines(o: &mut String, r: &Report) {
     for (i, t) in r.traces.iter().enumerate() {
         let fid = t.replay.policies.iter().find_map(|p| p.fidelity.as_ref());
-        let trust = super::trust_of(fid.map(|f| f.agreement_pct()));
+        let trust = super::trust_of(fid);
         let line = match fid {
             Some(f) => format!(
                 "T{} {}: trust {trust}, {}'s model picks the kernel's CPU for {:.1}% of {} \
-                 wakeups{}",
+                 wakeups ({}){}",
                 i + 1,
                 t.name,
                 t.replay.as_kernel,
                 f.agreement_pct(),
                 f.decisions,
+                super::baseline_words(f),
                 if trust == "weak" {
                     "; its modelled numbers are not to be relied on"
                 } else {
