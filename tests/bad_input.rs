@@ -339,6 +339,47 @@ fn bundle_events_beyond_its_cpus_are_named() {
     );
 }
 
+/// A bundle whose events.parquet was cut short is named as such, at the offset where it
+/// ends; one whose data pages were overwritten names the batch of rows the damage is in,
+/// from its first row; a meta.json that is not JSON names its line and column, once.
+#[test]
+fn damaged_bundle_files_say_where_and_what() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = small_bundle(dir.path());
+    let bs = b.to_str().unwrap();
+    let events = b.join("events.parquet");
+    let good = std::fs::read(&events).unwrap();
+    let half = good.len() / 2;
+    std::fs::write(&events, &good[..half]).unwrap();
+    let end = format!("offset {half:#x}: the file ends there without Parquet's closing PAR1");
+    for cmd in ["info", "replay"] {
+        cli_fails(
+            &[cmd, bs],
+            dir.path(),
+            &["events.parquet", &end, "truncated"],
+        );
+    }
+    // 2,000 zero bytes a third of the way in, inside the one row group's pages.
+    let mut zeroed = good.clone();
+    zeroed[good.len() / 3..good.len() / 3 + 2000].fill(0);
+    std::fs::write(&events, &zeroed).unwrap();
+    for cmd in ["info", "replay"] {
+        cli_fails(
+            &[cmd, bs],
+            dir.path(),
+            &["events.parquet: row 0: the batch of rows from this one is damaged"],
+        );
+    }
+    std::fs::write(&events, &good).unwrap();
+    std::fs::write(b.join("meta.json"), "{\"nr_cpus\" 2}").unwrap();
+    let msg = cli_fails(
+        &["info", bs],
+        dir.path(),
+        &["meta.json: line 1: column 12:"],
+    );
+    assert!(!msg.contains("at line"), "{msg}");
+}
+
 #[test]
 fn absurd_cpu_counts_in_meta_json() {
     for n in [0u64, 8193, 1_000_000, 4_294_967_295] {

@@ -359,6 +359,54 @@ fn is_string(t: &DataType) -> bool {
     }
 }
 
+/// The reader's next batch. An error or a panic in it is the batch's, named from its
+/// first row since the damage may be anywhere in it; a reader that panicked is not called
+/// again (`failed` keeps why).
+pub(super) fn next_batch(
+    batches: &mut ParquetRecordBatchReader,
+    failed: &mut Option<String>,
+) -> Result<Option<RecordBatch>, Problem> {
+    let in_batch = |p: Problem| Problem::Batch(Box::new(p));
+    if let Some(why) = failed {
+        return Err(in_batch(Problem::ReaderPanicked(why.clone())));
+    }
+    match contained(|| batches.next()) {
+        Ok(None) => Ok(None),
+        Ok(Some(Ok(batch))) => Ok(Some(batch)),
+        Ok(Some(Err(e))) => Err(in_batch(e.into())),
+        Err(problem) => {
+            if let Problem::ReaderPanicked(why) = &problem {
+                *failed = Some(why.clone());
+            }
+            Err(in_batch(problem))
+        }
+    }
+}
+
+/// Opens `path`, making sure it ends in Parquet's closing magic: a file cut short (an
+/// interrupted copy) is named as such at its end, not as a corrupt footer.
+pub(super) fn open_parquet(path: &Path) -> Result<File, EventsError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path).map_err(|e| EventsError::file(path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| EventsError::file(path, e))?
+        .len();
+    let mut magic = [0u8; 4];
+    // The smallest Parquet file: PAR1, a 4-byte footer length and PAR1.
+    let read =
+        len >= 12 && file.seek(SeekFrom::End(-4)).is_ok() && file.read_exact(&mut magic).is_ok();
+    if !read || &magic != b"PAR1" {
+        return Err(EventsError::Truncated {
+            path: path.into(),
+            len,
+        });
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| EventsError::file(path, e))?;
+    Ok(file)
+}
+
 /// The Parquet reader over the columns of schema() that `wanted` takes (by place; a file
 /// may carry more) less those the file's statistics say hold only nulls (the columns of
 /// event types the trace does not have), string columns kept as dictionaries so that
@@ -502,7 +550,7 @@ impl EventReader {
     /// Opens `path` and reads its Parquet footer; a damaged file is an error, here or at
     /// the row it breaks, never a panic.
     pub fn open(path: &Path) -> Result<EventReader, EventsError> {
-        let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
+        let file = open_parquet(path)?;
         let (batches, unread) = contained(|| record_batches(file, |_| true))
             .map_err(|problem| EventsError::file(path, problem))?
             .map_err(|e| EventsError::file(path, e))?;
@@ -547,23 +595,10 @@ impl EventReader {
             if self.columns.as_ref().is_some_and(|c| self.row < c.rows()) {
                 return Ok(true);
             }
-            if let Some(why) = &self.failed {
-                return Err(self.at_row(self.row(), Problem::ReaderPanicked(why.clone())));
-            }
-            let next = match contained(|| self.batches.next()) {
-                Ok(next) => next,
-                Err(problem) => {
-                    if let Problem::ReaderPanicked(why) = &problem {
-                        self.failed = Some(why.clone());
-                    }
-                    return Err(self.at_row(self.row(), problem));
-                }
-            };
-            let Some(batch) = next else {
+            let next = next_batch(&mut self.batches, &mut self.failed);
+            let Some(batch) = next.map_err(|p| self.at_row(self.row(), p))? else {
                 return Ok(false);
             };
-            // Errors here are about the batch's first row.
-            let batch = batch.map_err(|e| self.at_row(self.row(), e))?;
             let columns =
                 Columns::of(&batch, &self.unread).map_err(|p| self.at_row(self.row(), p))?;
             self.base = self.row();

@@ -19,6 +19,18 @@ pub enum EventsError {
         /// What went wrong.
         problem: Problem,
     },
+    /// The file ends before Parquet's closing magic: cut short, or not Parquet at all.
+    #[error(
+        "{}: offset {len:#x}: the file ends there without Parquet's closing PAR1 magic: \
+         truncated, or not a Parquet file",
+        path.display()
+    )]
+    Truncated {
+        /// The events.parquet concerned.
+        path: PathBuf,
+        /// Its length, bytes.
+        len: u64,
+    },
     /// The row, or the batch of rows starting at it, is not an event this reader knows.
     #[error("{}: row {row}: {problem}", path.display())]
     Row {
@@ -46,6 +58,10 @@ pub enum Problem {
     /// arrow-rs and parquet panic on some damaged files instead of returning an error.
     #[error("the Parquet reader failed on damaged data ({0})")]
     ReaderPanicked(String),
+    /// The batch of rows that starts at the error's row could not be read: the damage is
+    /// somewhere in it, not necessarily at its first row.
+    #[error("the batch of rows from this one is damaged: {0}")]
+    Batch(Box<Problem>),
     /// A column of schema() is not in the file.
     #[error("column {0} missing")]
     MissingColumn(&'static str),
@@ -106,6 +122,12 @@ impl From<EventsError> for TraceError {
             EventsError::Row { path, row, problem } => {
                 TraceError::malformed(path, Position::Row(row), problem.to_string())
             }
+            EventsError::Truncated { path, len } => TraceError::malformed(
+                path,
+                Position::Offset(len),
+                "the file ends there without Parquet's closing PAR1 magic: truncated, or not \
+                 a Parquet file",
+            ),
             EventsError::File {
                 path,
                 problem: Problem::Io(source),

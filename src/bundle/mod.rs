@@ -471,10 +471,14 @@ pub fn read_meta(dir: &Path) -> Result<Meta, BundleError> {
     let p = dir.join(META_FILE);
     let text = fs::read_to_string(&p).map_err(|e| berr(&p, e.to_string()))?;
     let at_line = |e: serde_json::Error| {
+        // serde_json ends its message with the position, which the error already names.
+        let msg = e.to_string();
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        let msg = msg.strip_suffix(&at).unwrap_or(&msg);
         BundleError::Trace(TraceError::malformed(
             &p,
             Position::Line(e.line() as u64),
-            format!("column {}: {e}", e.column()),
+            format!("column {}: {msg}", e.column()),
         ))
     };
     let mut value: serde_json::Value = serde_json::from_str(&text).map_err(at_line)?;

@@ -5,7 +5,6 @@
 //! CPUs, a known event type) and each field a caller reads is checked not null; an error
 //! names the file and the row.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -65,7 +64,7 @@ pub struct TaskScan {
 impl TaskScan {
     /// Opens `path`, the events of a bundle of `nr_cpus` CPUs.
     pub fn open(path: &Path, nr_cpus: u32) -> Result<TaskScan, EventsError> {
-        let file = File::open(path).map_err(|e| EventsError::file(path, e))?;
+        let file = open_parquet(path)?;
         let (batches, unread) = contained(|| record_batches(file, |c| TASK_COLUMNS.contains(&c)))
             .map_err(|problem| EventsError::file(path, problem))?
             .map_err(|e| EventsError::file(path, e))?;
@@ -98,23 +97,10 @@ impl TaskScan {
         if self.done {
             return Ok(None);
         }
-        if let Some(why) = &self.failed {
-            return Err(self.at_row(self.rows, Problem::ReaderPanicked(why.clone())));
-        }
-        let next = match contained(|| self.batches.next()) {
-            Ok(next) => next,
-            Err(problem) => {
-                if let Problem::ReaderPanicked(why) = &problem {
-                    self.failed = Some(why.clone());
-                }
-                return Err(self.at_row(self.rows, problem));
-            }
-        };
-        let Some(batch) = next else {
+        let next = next_batch(&mut self.batches, &mut self.failed);
+        let Some(batch) = next.map_err(|p| self.at_row(self.rows, p))? else {
             return Ok(None);
         };
-        // Errors here are about the batch's first row.
-        let batch = batch.map_err(|e| self.at_row(self.rows, e))?;
         let b = TaskBatch::of(&batch, &self.unread, self.path.clone(), self.rows)
             .map_err(|p| self.at_row(self.rows, p));
         let mut b = b?;

@@ -11,7 +11,7 @@ fn read(path: &Path) -> Readable {
     match std::fs::read_to_string(path) {
         Ok(s) => Readable::Value(s.trim_end().to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Readable::Not("absent".into()),
-        Err(e) => Readable::Not(format!("unreadable: {e}")),
+        Err(e) => Readable::Not(format!("unreadable: {}: {e}", path.display())),
     }
 }
 
