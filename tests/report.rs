@@ -396,7 +396,13 @@ fn the_longest_waits_come_with_a_working_explain_command() {
     let (code, text, err) = run(&["replay", &ping, "--explain", &ts.to_string()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(text.contains(&format!("pid {pid} woken on CPU")), "{text}");
-    assert!(!text.contains("no replayed wakeup at"), "{text}");
+    // One ns later there is no wakeup: an error that names the one just before.
+    let (code, _, err) = run(&["replay", &ping, "--explain", &(ts + 1).to_string()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("the nearest are at {ts} (1 ns before)")),
+        "{err}"
+    );
 }
 
 /// A rig capture with the select_task_rq_fair probes: 4-CPU LLCs.

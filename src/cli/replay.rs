@@ -155,6 +155,9 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
     };
     let mut r = result?;
     r.flips_fit = flips_fit;
+    if let (Some(ts), true) = (args.explain, r.explained.is_empty()) {
+        return Err(no_wakeup_at(ts, input, r.explain_nearest));
+    }
     let saved = save(args, input, meta.as_ref(), &r)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
@@ -162,9 +165,6 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
     }
     print!("{}", replay::text::summary(input, &r));
     print!("{}", kernel_sis_text(meta.as_ref(), &r));
-    if let (Some(ts), true) = (args.explain, r.explained.is_empty()) {
-        println!("\nno replayed wakeup at {ts} ns; --decisions FILE.csv lists their timestamps");
-    }
     if let Some(d) = saved {
         println!(
             "\nresults: {}/replay.json, replay-windows.parquet",
@@ -175,6 +175,26 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
         println!("dataset: {}", out.display());
     }
     Ok(())
+}
+
+/// --explain at a time no replayed wakeup has its sched_waking at: the nearest ones
+/// before and after it, which the user most likely meant.
+fn no_wakeup_at(ts: u64, input: &Path, nearest: (Option<u64>, Option<u64>)) -> Error {
+    let near =
+        |at: Option<u64>, side: &str| at.map(|t| format!("{t} ({} ns {side})", t.abs_diff(ts)));
+    let around: Vec<String> = [near(nearest.0, "before"), near(nearest.1, "after")]
+        .into_iter()
+        .flatten()
+        .collect();
+    let hint = match around.is_empty() {
+        true => "it replayed no wakeup at all".to_string(),
+        false => format!("the nearest are at {}", around.join(" and ")),
+    };
+    Error::Usage(format!(
+        "{}: --explain {ts}: no replayed wakeup has its sched_waking at that time (ns); \
+         {hint}; --decisions FILE.csv lists every one",
+        input.display()
+    ))
 }
 
 /// Several traces, each replayed in one pass on its own thread, results beside each

@@ -138,6 +138,10 @@ pub struct ReplayResult {
     pub observed: Observed,
     /// Each explained wakeup: policy → steps.
     pub explained: Vec<(String, Vec<String>)>,
+    /// With --explain at a time no wakeup was replayed at: the nearest replayed
+    /// sched_waking times before and after it.
+    #[serde(skip)]
+    pub explain_nearest: (Option<u64>, Option<u64>),
     /// Whether the trace carries the select_task_rq_fair probes: then which wakings
     /// selected and their sync flag are known, not guessed.
     pub probed_selections: u64,
@@ -279,6 +283,7 @@ pub fn replay(
     result.flips_before_trace = flips_before_trace;
     if let Some(x) = explainer {
         result.explained = x.explained;
+        result.explain_nearest = x.nearest;
     }
     Ok(result)
 }

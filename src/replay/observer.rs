@@ -324,6 +324,9 @@ pub struct Explainer {
     pub ts: u64,
     /// Policy → steps, for each explained wakeup.
     pub explained: Vec<(String, Vec<String>)>,
+    /// The replayed wakeups nearest to `ts` before and after it, for a `ts` that
+    /// matches none: the sched_waking times to ask for instead.
+    pub nearest: (Option<u64>, Option<u64>),
 }
 
 impl Explainer {
@@ -331,7 +334,7 @@ impl Explainer {
     pub fn at(ts: u64) -> Explainer {
         Explainer {
             ts,
-            explained: Vec::new(),
+            ..Explainer::default()
         }
     }
 }
@@ -348,7 +351,12 @@ impl DecisionObserver for Explainer {
         d: &Decision,
         affine_steps: &[String],
     ) -> std::io::Result<()> {
-        if w.now != self.ts {
+        if w.now < self.ts {
+            self.nearest.0 = Some(w.now);
+            return Ok(());
+        }
+        if w.now > self.ts {
+            self.nearest.1 = self.nearest.1.or(Some(w.now));
             return Ok(());
         }
         let mut steps = vec![format!(

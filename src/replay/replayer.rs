@@ -803,6 +803,7 @@ impl Partial {
             policies,
             observed: self.observed,
             explained: Vec::new(),
+            explain_nearest: (None, None),
             probed_selections: self.tally.probed_selections,
             search_fit: self.fit.fit(),
             flips_before_trace: crate::state::flips::BeforeTrace::default(),
