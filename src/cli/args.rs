@@ -144,8 +144,8 @@ pub(super) struct CaptureArgs {
 #[derive(clap::Args)]
 pub(super) struct ReplayArgs {
     /// Bundle directories or trace files; a directory that is not a bundle stands for
-    /// every bundle below it. Several are replayed at once, each in one pass [default:
-    /// the committed hackbench sample]
+    /// every bundle below it. Several are replayed at once, each in one pass; a bundle's
+    /// results go to its results/ directory [default: the committed hackbench sample]
     pub inputs: Vec<PathBuf>,
     /// Policies, comma-separated, each `name[:key=value...]`
     #[arg(
@@ -252,8 +252,8 @@ pub(super) struct ReportArgs {
     /// [default: as compare]
     #[arg(long = "trace", value_name = "TRACE[,...]")]
     pub traces: Vec<PathBuf>,
-    /// Output file [default: reports/BASE-vs-OTHER.html for HTML, standard output for
-    /// text and JSON]
+    /// Output file, its directory created if missing [default:
+    /// reports/BASE-vs-OTHER.html for HTML, standard output for text and JSON]
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// html (self-contained, with plots), text (for a mail, 80 columns) or json
