@@ -875,13 +875,17 @@ fn render_fidelity(out: &mut String, r: &Rerun) {
                 0 => 0.0,
                 cpu => s.busy_pct * s.stalled_ns as f64 / cpu as f64,
             };
+            let cpu_time = |ns: u64| match ns {
+                ns if ns < 1_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
+                ns => format!("{:.2} s", ns as f64 / 1e9),
+            };
             let _ = writeln!(
                 out,
-                "CPUs stalled (a task put on one idle waited 1 ms or more for it): {:.2} CPU-s \
-                 in the trace ({:.1} % of its CPU time), {:.2} CPU-s in the re-run ({:.1} %)",
-                r.trace.stalled_ns as f64 / 1e9,
+                "CPUs stalled (a task put on one idle waited 1 ms or more for it): {} of CPU \
+                 time in the trace ({:.1} % of it), {} in the re-run ({:.1} %)",
+                cpu_time(r.trace.stalled_ns),
                 pct(&r.trace),
-                own.stats.stalled_ns as f64 / 1e9,
+                cpu_time(own.stats.stalled_ns),
                 pct(&own.stats)
             );
         }

@@ -356,7 +356,7 @@ fn the_verdict_carries_its_interval_threshold_and_trust() {
     assert!(
         words
             .join(" ")
-            .contains("previous CPU: 99.98 %, as good or better"),
+            .contains("previous CPU: 99.98%, as good or better"),
         "{text}"
     );
 }

@@ -762,7 +762,7 @@ fn verdict_section(o: &mut String, r: &Report) {
                 t.replay.as_kernel,
                 f.agreement_pct(),
                 f.decisions,
-                super::baseline_words(f)
+                super::baseline_words(f, " %")
             ),
             None => "no model of its kernel was checked against it".into(),
         };
@@ -795,8 +795,9 @@ fn verdict_section(o: &mut String, r: &Report) {
     let label = |trace: &str| super::trace_label(r, trace);
     let _ = writeln!(
         o,
-        "<p>Each arm against {}: the change in the metric's mean with its 95 % interval \
-         ({}); better or worse only beyond the noise and past the metric's practical \
+        "<p>Each arm against {}: the change in the metric's mean over the trace's time \
+         windows (not the whole trace's total, which <code>replay</code> prints) with its \
+         95 % interval ({}); better or worse only beyond the noise and past the metric's practical \
          threshold, else negligible.</p>\
          <div class=\"scroll\"><table><thead><tr><th>metric</th><th>trace</th><th>arm</th>\
          <th>baseline</th><th>arm</th><th>change [95 %]</th><th>verdict</th><th>trust</th>\

@@ -245,14 +245,16 @@ pub fn no_better_than_prev(f: &Fidelity) -> bool {
 }
 
 /// The baseline beside a model's agreement: how often keeping each task on its previous
-/// CPU would have agreed, and whether the model did better.
-pub fn baseline_words(f: &Fidelity) -> String {
+/// CPU would have agreed, and whether the model did better; `percent` is how the output
+/// writes the sign ("%" in text for mail, " %" in HTML).
+pub fn baseline_words(f: &Fidelity, percent: &str) -> String {
     let prev = 100.0 * f.always_prev as f64 / f.decisions.max(1) as f64;
-    if no_better_than_prev(f) {
-        format!("always keeping the task on its previous CPU: {prev:.2} %, as good or better")
+    let better = if no_better_than_prev(f) {
+        ", as good or better"
     } else {
-        format!("always keeping the task on its previous CPU: {prev:.2} %")
-    }
+        ""
+    };
+    format!("always keeping the task on its previous CPU: {prev:.2}{percent}{better}")
 }
 
 /// The least trusted of `words` (as [`trust_of`] gives them), "unknown" for none.
@@ -612,8 +614,9 @@ mod tests {
         assert_eq!(trust_of(Some(&fidelity(1000, 990, 989))), "strong");
         // Below 90 % it is weak whatever the baseline.
         assert_eq!(trust_of(Some(&fidelity(1000, 800, 900))), "weak");
-        assert!(baseline_words(&fidelity(1000, 987, 989)).ends_with("98.90 %, as good or better"));
-        assert!(baseline_words(&fidelity(1000, 990, 989)).ends_with("98.90 %"));
+        let words = |f: &Fidelity| baseline_words(f, " %");
+        assert!(words(&fidelity(1000, 987, 989)).ends_with("98.90 %, as good or better"));
+        assert!(words(&fidelity(1000, 990, 989)).ends_with("98.90 %"));
     }
 
     #[test]

@@ -98,7 +98,7 @@ fn trust_lines(o: &mut String, r: &Report) {
                 t.replay.as_kernel,
                 f.agreement_pct(),
                 f.decisions,
-                super::baseline_words(f),
+                super::baseline_words(f, "%"),
                 if trust == "weak" {
                     "; its modelled numbers are not to be relied on"
                 } else {
@@ -118,7 +118,8 @@ fn verdict(o: &mut String, r: &Report) {
         o,
         "{}",
         fit(&format!(
-            "Verdict: baseline -> arm, change [95 % interval] ({}):",
+            "Verdict: baseline -> arm, means over the trace's time windows, change [95 % \
+             interval] ({}):",
             r.comparison.test
         ))
     );
