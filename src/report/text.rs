@@ -234,12 +234,23 @@ fn fidelity_lines(o: &mut String, t: &TraceReport) {
 }
 
 /// Wraps a line at spaces so nothing passes 80 columns; continuation lines indent. A
-/// word too long for a line (a list of runs) is broken after its commas.
+/// word too long for a line (a list of runs) is broken after its commas; a per cent
+/// sign stays with its number.
 pub fn fit(line: &str) -> String {
     let indent = &line[..line.len() - line.trim_start().len()];
     let room = 75usize.saturating_sub(indent.len());
     let mut lines = vec![indent.to_string()];
+    let mut words: Vec<String> = Vec::new();
     for word in line.split_whitespace() {
+        match words.last_mut() {
+            Some(number) if word.starts_with('%') => {
+                number.push(' ');
+                number.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+    }
+    for word in words.iter().map(String::as_str) {
         let pieces: Vec<&str> = if word.chars().count() > room {
             word.split_inclusive(',').collect()
         } else {
@@ -296,6 +307,20 @@ mod tests {
         assert_eq!(
             s.replace("\n    ", "").replace('\n', " "),
             format!("Reproduce: x --trace {runs} -o r.txt")
+        );
+    }
+
+    #[test]
+    fn a_per_cent_sign_stays_with_its_number() {
+        // "83.89" ends at column 79: the sign would start the next line.
+        let line = format!("{} 83.89 % with none, over 1000 wakeups", "x".repeat(73));
+        let s = fit(&line);
+        assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+        assert!(s.lines().all(|l| !l.trim_start().starts_with('%')), "{s}");
+        assert!(s.contains("83.89 % with"), "{s}");
+        assert_eq!(
+            s.split_whitespace().count(),
+            line.split_whitespace().count()
         );
     }
 }
