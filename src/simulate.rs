@@ -76,6 +76,8 @@ impl RunStats {
         let n = topo.nr_cpus as usize;
         let mut lat = LatencySamples::default();
         let mut pass = Pass::default();
+        // Since when each CPU has run the idle task (None: a task, or not seen yet).
+        let mut idle_since: Vec<Option<u64>> = vec![None; n];
         for e in events {
             // A switch on a CPU the topology does not have is not counted.
             if matches!(e.kind, EventKind::Switch { .. }) && e.cpu as usize >= n {
@@ -86,9 +88,16 @@ impl RunStats {
             }
             pass.feed(e, |d| match d {
                 Derived::Slice(slice) => s.add_cpu_time(&slice, first.ts),
-                Derived::Latency(l) => lat.add(&l),
+                Derived::Latency(l) => {
+                    let idle = idle_since.get(l.cpu as usize).copied().flatten();
+                    lat.add(&l, idle)
+                }
                 Derived::Migration(m) => s.count_migration(&m, topo),
             });
+            if let EventKind::Switch { next_pid, .. } = e.kind {
+                let slot = &mut idle_since[e.cpu as usize];
+                *slot = (next_pid == 0).then(|| slot.unwrap_or(e.ts));
+            }
         }
         pass.finish(last.ts, |d| {
             if let Derived::Slice(slice) = d {
@@ -182,8 +191,9 @@ struct LatencySamples {
 }
 
 impl LatencySamples {
-    /// Counted from the waking that made the task runnable.
-    fn add(&mut self, l: &WakeupLatency) {
+    /// Counted from the waking that made the task runnable; `idle_since` is when the
+    /// CPU it ran on last went idle.
+    fn add(&mut self, l: &WakeupLatency, idle_since: Option<u64>) {
         let ns = l.ns().min(u32::MAX as u64) as u32;
         self.all.push(ns);
         if l.prev_pid == 0 {
@@ -192,8 +202,11 @@ impl LatencySamples {
             } else {
                 self.local_idle.push(ns);
             }
-            if ns >= STALL_NS {
-                self.stalled.push((l.cpu, l.waking_ns, l.switch_in_ns));
+            // Stalled only while the CPU sat idle: a task that waited on another CPU and
+            // was pulled here by an idle balance stalled nothing before this CPU idled.
+            let from = l.waking_ns.max(idle_since.unwrap_or(l.waking_ns));
+            if ns >= STALL_NS && from < l.switch_in_ns {
+                self.stalled.push((l.cpu, from, l.switch_in_ns));
             }
         }
         let preempted = l.prev_end == SliceEnd::Preempted;
@@ -1027,6 +1040,32 @@ mod tests {
         // CPU 0: 2 ms; CPU 1: 1-4 ms and 5-9 ms, 7 ms.
         assert_eq!(stalled_ns(&mut waits), 9 * MS);
         assert_eq!(stalled_ns(&mut []), 0);
+    }
+
+    /// A stall is a wait of 1 ms or more while the CPU it ended on sat idle: task 5 waits
+    /// 3 ms behind task 6 on CPU 1 and is pulled to CPU 0 once that idles (1 ms of it
+    /// idle); task 6 waits 2.5 ms for CPU 1, idle all along. 3.5 ms in all, not 5.5.
+    #[test]
+    fn a_stall_counts_only_the_idle_time_of_its_cpu() {
+        use crate::trace::event::build::{migrate, switch, wakeup, waking};
+        let us = |n: u64| n * 1_000;
+        let events = [
+            switch(0, 0, 0, 0, 7),
+            switch(0, 1, 0, 0, 5),
+            switch(us(500), 1, 5, 1, 6),
+            waking(MS, 0, 7, 5, 1),
+            wakeup(MS, 0, 7, 5, 1),
+            switch(3 * MS, 0, 7, 1, 0),
+            migrate(us(3_500), 0, 5, 1, 0),
+            switch(4 * MS, 0, 0, 0, 5),
+            switch(5 * MS, 1, 6, 1, 0),
+            waking(6 * MS, 0, 5, 6, 1),
+            wakeup(6 * MS, 0, 5, 6, 1),
+            switch(us(8_500), 1, 0, 0, 6),
+            switch(9 * MS, 1, 6, 1, 0),
+        ];
+        let topo = Topo::new(&crate::topology::Topology::flat(2), 2);
+        assert_eq!(RunStats::of(&events, &topo).stalled_ns, us(3_500));
     }
 
     fn stats(

@@ -370,6 +370,12 @@ fn damaged_bundle_files_say_where_and_what() {
             &["events.parquet: row 0: the batch of rows from this one is damaged"],
         );
     }
+    // A directory where the file should be is an I/O error, not a truncated file.
+    std::fs::remove_file(&events).unwrap();
+    std::fs::create_dir(&events).unwrap();
+    let msg = cli_fails(&["info", bs], dir.path(), &["events.parquet", "directory"]);
+    assert!(!msg.contains("truncated"), "{msg}");
+    std::fs::remove_dir(&events).unwrap();
     std::fs::write(&events, &good).unwrap();
     std::fs::write(b.join("meta.json"), "{\"nr_cpus\" 2}").unwrap();
     let msg = cli_fails(

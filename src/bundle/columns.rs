@@ -392,15 +392,20 @@ pub(super) fn open_parquet(path: &Path) -> Result<File, EventsError> {
         .metadata()
         .map_err(|e| EventsError::file(path, e))?
         .len();
-    let mut magic = [0u8; 4];
+    let truncated = || EventsError::Truncated {
+        path: path.into(),
+        len,
+    };
     // The smallest Parquet file: PAR1, a 4-byte footer length and PAR1.
-    let read =
-        len >= 12 && file.seek(SeekFrom::End(-4)).is_ok() && file.read_exact(&mut magic).is_ok();
-    if !read || &magic != b"PAR1" {
-        return Err(EventsError::Truncated {
-            path: path.into(),
-            len,
-        });
+    if len < 12 {
+        return Err(truncated());
+    }
+    let mut magic = [0u8; 4];
+    file.seek(SeekFrom::End(-4))
+        .and_then(|_| file.read_exact(&mut magic))
+        .map_err(|e| EventsError::file(path, e))?;
+    if &magic != b"PAR1" {
+        return Err(truncated());
     }
     file.seek(SeekFrom::Start(0))
         .map_err(|e| EventsError::file(path, e))?;

@@ -155,10 +155,11 @@ fn replay_one(args: &ReplayArgs, input: &Path) -> Result<(), Error> {
     };
     let mut r = result?;
     r.flips_fit = flips_fit;
+    // Saved first either way: the dataset's decisions were written as the replay ran.
+    let saved = save(args, input, meta.as_ref(), &r)?;
     if let (Some(ts), true) = (args.explain, r.explained.is_empty()) {
         return Err(no_wakeup_at(ts, input, r.explain_nearest));
     }
-    let saved = save(args, input, meta.as_ref(), &r)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
         return Ok(());

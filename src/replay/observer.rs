@@ -351,12 +351,14 @@ impl DecisionObserver for Explainer {
         d: &Decision,
         affine_steps: &[String],
     ) -> std::io::Result<()> {
+        // Wakeups are decided in the order their searches ran, not always in the order
+        // of their sched_waking: the nearest are the latest before and earliest after.
         if w.now < self.ts {
-            self.nearest.0 = Some(w.now);
+            self.nearest.0 = self.nearest.0.max(Some(w.now));
             return Ok(());
         }
         if w.now > self.ts {
-            self.nearest.1 = self.nearest.1.or(Some(w.now));
+            self.nearest.1 = Some(self.nearest.1.map_or(w.now, |t| t.min(w.now)));
             return Ok(());
         }
         let mut steps = vec![format!(
@@ -367,5 +369,57 @@ impl DecisionObserver for Explainer {
         steps.extend(d.steps.iter().cloned());
         self.explained.push((policy.to_string(), steps));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::windows::Slot;
+    use crate::wakeup::sis::Path;
+
+    fn replayed(now: u64) -> Replayed {
+        Replayed {
+            now,
+            pid: 5,
+            waker_cpu: 0,
+            prev: 1,
+            target: 0,
+            recorded_cpu: 1,
+            ipi: false,
+            affine_stage: "wake_affine_idle",
+            flips: (0, 0),
+            span_idle: true,
+            slot: Slot {
+                index: 0,
+                start_ns: 0,
+            },
+            kernel_idle_scan: None,
+        }
+    }
+
+    /// Searches are decided in the order they ran, which a held-back probe can make
+    /// differ from their sched_waking order: the nearest before and after `ts` are still
+    /// the latest before and the earliest after.
+    #[test]
+    fn the_nearest_wakeups_do_not_depend_on_the_order_they_were_decided_in() {
+        let d = Decision {
+            cpu: 1,
+            path: Path::Prev,
+            probed: 0,
+            search_ns: 0,
+            counters: Default::default(),
+            steps: Vec::new(),
+            cleared_idle_cores: false,
+            budget: None,
+        };
+        let mut x = Explainer::at(130);
+        for now in [120, 100, 200, 150, 90] {
+            x.decision(&replayed(now), "sis_util", &d, &[]).unwrap();
+        }
+        assert!(x.explained.is_empty());
+        assert_eq!(x.nearest, (Some(120), Some(150)));
+        x.decision(&replayed(130), "sis_util", &d, &[]).unwrap();
+        assert_eq!(x.explained.len(), 1);
     }
 }

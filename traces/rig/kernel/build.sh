@@ -172,9 +172,14 @@ dry_run() {
     [ ${#patches[@]} -gt 0 ] || return 0
     for f in $(touched "${patches[@]}"); do
         # A file outside the part --check unpacks comes from the tarball (if it is there:
-        # a patch may create it).
+        # a patch may create it), unpacked aside and moved in whole, so an interrupted
+        # unpack leaves no half file in the cached tree.
         if [ ! -f "$src/$f" ] && [[ $src == *-check ]]; then
-            tar -xf "$tarball" -C "$src" --strip-components=1 "linux-source-$source/$f" 2> /dev/null || true
+            rm -rf "$d.unpack" && mkdir -p "$d.unpack"
+            if tar -xf "$tarball" -C "$d.unpack" --strip-components=1 "linux-source-$source/$f" 2> /dev/null; then
+                mkdir -p "$(dirname "$src/$f")" && mv "$d.unpack/$f" "$src/$f"
+            fi
+            rm -rf "$d.unpack"
         fi
         if [ -f "$src/$f" ]; then mkdir -p "$d/$(dirname "$f")"; cp "$src/$f" "$d/$f"; fi
     done
