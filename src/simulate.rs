@@ -55,7 +55,7 @@ pub struct RunStats {
     /// `cpu_ns` as % of the span times the CPUs.
     pub busy_pct: f64,
     /// Time the CPUs spent stalled, ns: a task put on an idle CPU waited [`STALL_NS`]
-    /// or more for it (overlapping waits counted once).
+    /// or more for it, counted while that CPU sat idle (overlapping waits once).
     #[serde(default)]
     pub stalled_ns: u64,
 }
@@ -162,20 +162,16 @@ pub const STALL_NS: u32 = 1_000_000;
 /// once.
 fn stalled_ns(waits: &mut [(u32, u64, u64)]) -> u64 {
     waits.sort_unstable();
+    let span = |w: Option<(u32, u64, u64)>| w.map_or(0, |(_, from, to)| to.saturating_sub(from));
     let mut total = 0;
     let mut open: Option<(u32, u64, u64)> = None;
     for &(cpu, from, to) in waits.iter() {
-        match open {
-            Some((c, _, end)) if c == cpu && from <= end => {
-                open = open.map(|(c, start, end)| (c, start, end.max(to)));
-            }
-            _ => {
-                total += open.map_or(0, |(_, start, end)| end.saturating_sub(start));
-                open = Some((cpu, from, to));
-            }
+        match &mut open {
+            Some((c, _, end)) if *c == cpu && from <= *end => *end = (*end).max(to),
+            _ => total += span(open.replace((cpu, from, to))),
         }
     }
-    total + open.map_or(0, |(_, start, end)| end.saturating_sub(start))
+    total + span(open)
 }
 
 /// Waking-to-running latencies, ns, as RunStats splits them.
@@ -186,7 +182,8 @@ struct LatencySamples {
     local_idle: Vec<u32>,
     local_preempt: Vec<u32>,
     local_after_block: u64,
-    /// Waits onto idle CPUs of STALL_NS or more: (CPU, waking, switch-in), ns.
+    /// Waits of STALL_NS or more, their part with the CPU idle: (CPU, from, switch-in),
+    /// ns.
     stalled: Vec<(u32, u64, u64)>,
 }
 

@@ -379,11 +379,7 @@ fn verdicts(c: &Comparison, traces: &[TraceReport]) -> Vec<Verdict> {
     let fidelity = |trace: &str| {
         let f = fidelities(trace);
         let pct = f.iter().map(|f| f.agreement_pct()).reduce(f64::min);
-        let trust = match f.is_empty() {
-            true => "unknown",
-            false => least_trusted(f.iter().map(|f| trust_of(Some(f)))),
-        };
-        (pct, trust)
+        (pct, least_trusted(f.iter().map(|f| trust_of(Some(f)))))
     };
     let mut out = Vec::new();
     for t in &c.tables {
