@@ -1,7 +1,8 @@
 //! The events after the one being replayed. A sched_waking learns its outcome from what
 //! follows it: the sched_wakeup that names the CPU the kernel chose (later, and on the
 //! target's buffer, when the wakeup went through the IPI wakelist), the sched_migrate_task
-//! between the two that times when the wakee was queued there, and the
+//! and the target's switches between the two that bound when the wakee was queued there,
+//! and the
 //! select_task_rq_fair probes of a `--search-latency` capture. What is looked at depends
 //! on the events' times alone, never on how the trace was read in batches: the probes
 //! and the sched_wakeup of a waking within [`OUTCOME_HORIZON_NS`] of it.
@@ -137,16 +138,24 @@ impl Lookahead {
         }
     }
 
-    /// When set_task_cpu moved `pid` at the waking just popped: its sched_migrate_task
-    /// between that waking and the wakeup that ends it (see [`Lookahead::outcome`]). The
-    /// wakeup is queued to the new CPU right after, so that CPU turns busy to others'
-    /// searches then, not when this one's search began.
-    pub fn migrated_at(&self, pid: i32) -> Option<u64> {
+    /// The latest time before which the wakeup of `pid` (its waking just popped) cannot
+    /// have been queued to `cpu` by IPI: its sched_migrate_task, or the last switch `cpu`
+    /// made before the sched_wakeup. A CPU that leaves idle flushes its wakelist first
+    /// (do_idle), and a busy one takes the IPI as soon as interrupts are on, so a switch
+    /// on `cpu` that did not activate the wakee came before the queueing; an emulated
+    /// waker that stalls between select_task_rq and ttwu_queue leaves that CPU idle to
+    /// others' searches all the while.
+    pub fn queued_after(&self, pid: i32, cpu: u32) -> Option<u64> {
         let seq = *self.marks.get(&pid)?.front()?;
         self.events
             .range(..(seq - self.popped) as usize)
-            .find(|e| matches!(e.kind, EventKind::Migrate { pid: p, .. } if p == pid))
+            .filter(|e| match e.kind {
+                EventKind::Migrate { pid: p, .. } => p == pid,
+                EventKind::Switch { .. } => e.cpu == cpu,
+                _ => false,
+            })
             .map(|e| e.ts)
+            .max()
     }
 
     /// The probes that follow a sched_waking (just popped) on `cpu`: select_task_rq runs in

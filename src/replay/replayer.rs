@@ -149,8 +149,9 @@ struct Search {
     idle_scan: Option<Option<i32>>,
     /// The sched_waking was in the counted stretch.
     counted: bool,
-    /// When the kernel moved the wakee to the CPU it chose (its sched_migrate_task).
-    migrated_ns: Option<u64>,
+    /// For a wakeup queued by IPI: what the trace shows happened before the kernel
+    /// queued it (see [`Lookahead::queued_after`]).
+    queued_after_ns: Option<u64>,
 }
 
 /// Replays events pushed one at a time.
@@ -550,7 +551,16 @@ impl<'o> Replayer<'o> {
             // kworker, a wakee whose selection is not modelled): that CPU is not idle
             // to the searches until the wakeup activates there, which under an
             // emulator can take tens of milliseconds.
-            self.machine.add_pending_wakeup(out.recorded_on);
+            let queued_at = self
+                .lookahead
+                .queued_after(w.pid, out.recorded_on)
+                .unwrap_or(0);
+            if queued_at <= now {
+                self.machine.add_pending_wakeup(out.recorded_on);
+            } else {
+                self.queueing.push((queued_at, w.pid, out.recorded_on));
+                self.queueing_due = self.queueing_due.min(queued_at);
+            }
         }
         Ok(())
     }
@@ -628,8 +638,8 @@ impl<'o> Replayer<'o> {
                 .then(|| self.lookahead.idle_scan(waker_cpu, now)),
             counted: self.counting,
             // Only a wakeup queued to another CPU by IPI uses it.
-            migrated_ns: (out.chosen != prev && ipi)
-                .then(|| self.lookahead.migrated_at(pid))
+            queued_after_ns: ipi
+                .then(|| self.lookahead.queued_after(pid, out.recorded_on))
                 .flatten(),
         };
         if search.waking.now > now {
@@ -666,7 +676,7 @@ impl<'o> Replayer<'o> {
             probe_ns,
             idle_scan,
             counted,
-            migrated_ns,
+            queued_after_ns,
         } = search;
         let (now, waker_cpu, pid, prev) = (waking.now, waking.waker_cpu, waking.wakee, waking.prev);
         // A search of the warm-up decided after counting began is not counted.
@@ -738,7 +748,7 @@ impl<'o> Replayer<'o> {
             // Queued to the target by IPI when the search ends (and the wakee has been
             // moved there, which the trace times): not idle to others from then until
             // activated. Searches that overlap this one still read it idle.
-            let queued_at = (now + search_ns).max(migrated_ns.unwrap_or(0));
+            let queued_at = (now + search_ns).max(queued_after_ns.unwrap_or(0));
             self.queueing.push((queued_at, pid, out.chosen));
             self.queueing_due = self.queueing_due.min(queued_at);
             if queued_at <= now {
@@ -885,6 +895,40 @@ mod tests {
         // Taken as queued when 30's search ended (1.85 us), CPU 2 would be busy to 31's
         // search, which would scan on to CPU 3.
         assert_eq!(seen.0, vec![(900, 2, "cpu"), (4_900, 2, "target")]);
+    }
+
+    /// A wakeup kept on an idle prev by IPI is queued there only when the waker gets past
+    /// select_task_rq; an emulated waker can stall in between. The kernel's prev CPU
+    /// switching in and out meanwhile without activating the wakee shows it was not yet
+    /// queued (a CPU leaving idle flushes its wakelist first), so it stayed idle to
+    /// others' searches until then.
+    #[test]
+    fn a_wakeup_is_not_queued_before_its_cpu_last_switched_without_it() {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
+        // 10 runs on CPU 0 and 11 on CPU 1; CPUs 2 and 3 are idle.
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            // 10 wakes 30, asleep on idle CPU 2: the kernel keeps it there.
+            waking(900, 0, 10, 30, 2),
+            select_enter(1_000, 0, 2, 0x08),
+            // 11 wakes 31, also of CPU 2, at 40 us: CPU 2 is still idle to it.
+            waking(40_000, 1, 11, 31, 2),
+            select_enter(40_100, 1, 2, 0x08),
+            // CPU 2 runs 40 from 45 to 50 us and goes idle without activating 30.
+            switch(45_000, 2, 0, 0, 40),
+            switch(50_000, 2, 40, 1, 0),
+            wakeup(60_000, 2, 0, 30, 2),
+            wakeup(61_000, 2, 0, 31, 2),
+            switch(70_000, 2, 0, 0, 30),
+        ];
+        events.push(switch(1_000_000_000, 1, 11, 0, 11));
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        // Taken as queued when 30's search ended, CPU 2 would be busy to 31's search,
+        // which would then scan on to CPU 3.
+        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 2, "target")]);
     }
 
     /// try_to_wake_up waits for a wakee still switching out on its CPU (p->on_cpu)
