@@ -207,6 +207,8 @@ pub struct Decision {
     /// What the kernel's select_idle_cpu returned, when probed: Some(None) where it was
     /// not called.
     pub kernel_idle_scan: Option<Option<i32>>,
+    /// The kernel's CPU was idle in the reconstructed state when the search ran.
+    pub recorded_idle: bool,
 }
 
 /// select_idle_cpu, wakeup by wakeup: the kernel's calls and returns, from the probes of
@@ -318,6 +320,13 @@ pub struct Fidelity {
     pub repairs: StateRepairs,
     /// select_idle_cpu wakeup by wakeup, where the trace probes it.
     pub idle_scan: IdleScanAgreement,
+    /// Misses where the kernel took a CPU that was neither prev nor the waker's and that
+    /// the trace shows busy (running a task, or with a wakeup queued or activated) when
+    /// the search ran. select_idle_sibling returns such a CPU only if it reads it idle, so
+    /// these are the trace's timing (an emulator's vCPU stalled between a state change
+    /// and its tracepoint), which no model of the traced state can follow.
+    #[serde(default)]
+    pub busy_by_trace: u64,
     #[serde(skip)]
     buckets: Vec<(u64, u64)>,
     #[serde(skip)]
@@ -331,6 +340,19 @@ pub struct Fidelity {
 }
 
 impl Fidelity {
+    /// How many misses the trace's own timing explains (see
+    /// [`Fidelity::busy_by_trace`]), said in one line; None without misses.
+    pub fn busy_by_trace_sentence(&self) -> Option<String> {
+        let misses = self.decisions - self.agree;
+        (misses > 0).then(|| {
+            format!(
+                "misses on a CPU other than prev or the waker's that the trace shows busy \
+                 at the search (the kernel read it idle): {} of {misses}",
+                self.busy_by_trace
+            )
+        })
+    }
+
     /// `agree` as % of `decisions` (0 when nothing was replayed).
     pub fn agreement_pct(&self) -> f64 {
         pct(self.agree as f64, self.decisions as f64)
@@ -356,6 +378,9 @@ impl Fidelity {
         self.predicted_cross_llc += !topo.share_cache(d.predicted, d.prev) as u64;
         self.always_prev += (d.recorded == d.prev) as u64;
         self.always_waker += (d.recorded == d.waker_cpu) as u64;
+        self.busy_by_trace +=
+            (!agree && !d.recorded_idle && d.recorded != d.prev && d.recorded != d.waker_cpu)
+                as u64;
         self.idle_scan.note(d);
         self.note_time(d.now_ns, agree);
     }
@@ -388,6 +413,7 @@ impl Fidelity {
         self.predicted_cross_llc += later.predicted_cross_llc;
         self.always_prev += later.always_prev;
         self.always_waker += later.always_waker;
+        self.busy_by_trace += later.busy_by_trace;
         self.idle_scan.merge(&later.idle_scan);
         for (now, agree) in later.times.unwrap_or_default() {
             self.note_time(now, agree);
@@ -557,6 +583,8 @@ pub struct Replayed {
     /// What the kernel's select_idle_cpu returned for this wakeup, when the trace probes
     /// it (see [`IdleScanAgreement`]).
     pub kernel_idle_scan: Option<Option<i32>>,
+    /// The kernel's CPU was idle in the reconstructed state when the search ran.
+    pub recorded_idle: bool,
 }
 
 /// What a decision did to the machine beyond its own counts.
@@ -609,6 +637,7 @@ impl PolicyMetrics {
                     recorded: w.recorded_cpu,
                     ipi: w.ipi,
                     kernel_idle_scan: w.kernel_idle_scan,
+                    recorded_idle: w.recorded_idle,
                 },
                 topo,
             );
@@ -650,6 +679,43 @@ impl PolicyMetrics {
 mod tests {
     use super::*;
 
+    /// select_idle_sibling returns prev, the waker's CPU, or a CPU it read idle: a miss
+    /// on any other CPU that the reconstructed state holds busy is the trace's timing.
+    #[test]
+    fn a_miss_on_a_cpu_busy_by_the_trace_is_counted_apart() {
+        let topo = crate::state::Topo::new(&crate::topology::Topology::flat(4), 4);
+        let decision = |predicted, recorded, recorded_idle| Decision {
+            now_ns: 0,
+            path: Path::Cpu,
+            stage: "wake_affine_idle",
+            prev: 1,
+            waker_cpu: 0,
+            predicted,
+            recorded,
+            ipi: false,
+            kernel_idle_scan: None,
+            recorded_idle,
+        };
+        let mut f = Fidelity::default();
+        for d in [
+            decision(2, 3, false), // the kernel took busy CPU 3: counted
+            decision(2, 3, true),  // CPU 3 idle: an ordinary miss
+            decision(2, 1, false), // prev, busy: the fallback to target, ordinary
+            decision(2, 0, false), // the waker's CPU, busy: ordinary
+            decision(3, 3, false), // agreed: not a miss
+        ] {
+            f.note(&d, &topo);
+        }
+        assert_eq!((f.decisions, f.agree, f.busy_by_trace), (5, 1, 1));
+        let s = f.busy_by_trace_sentence().unwrap();
+        assert!(s.ends_with(": 1 of 4"), "{s}");
+        let mut later = Fidelity::default();
+        later.keep_times();
+        later.note(&decision(2, 3, false), &topo);
+        f.merge(later);
+        assert_eq!(f.busy_by_trace, 2);
+    }
+
     /// The kernel's select_idle_cpu return against the model's path, one wakeup each.
     #[test]
     fn idle_scans_are_paired_wakeup_by_wakeup() {
@@ -663,6 +729,7 @@ mod tests {
             recorded: predicted,
             ipi: false,
             kernel_idle_scan: kernel,
+            recorded_idle: true,
         };
         let mut a = IdleScanAgreement::default();
         for d in [
@@ -732,6 +799,7 @@ mod tests {
                 recorded: 1,
                 ipi: false,
                 kernel_idle_scan: None,
+                recorded_idle: true,
             };
             f.note(&d, &topo);
         }

@@ -687,6 +687,7 @@ impl<'o> Replayer<'o> {
         let ipi = out.recorded_on != waker_cpu;
         let m = &self.machine;
         let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
+        let recorded_idle = m.is_idle(out.chosen);
         let slot = self.slot(now);
         let replayed = Replayed {
             now: waking_ns,
@@ -701,6 +702,7 @@ impl<'o> Replayer<'o> {
             span_idle,
             slot,
             kernel_idle_scan: idle_scan,
+            recorded_idle,
         };
         let mut clears_idle_cores = false;
         let mut search_ns = 0;

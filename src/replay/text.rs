@@ -230,6 +230,9 @@ fn fidelity(o: &mut String, r: &ReplayResult) {
                 f.recorded_cross_llc,
                 f.predicted_cross_llc
             );
+            if let Some(s) = f.busy_by_trace_sentence() {
+                let _ = writeln!(o, "{}", crate::report::text::fit(&format!("  {s}")));
+            }
         }
     }
     if let Some(s) = super::flips_fit::sentence(r) {

@@ -39,6 +39,9 @@ pub fn table(rows: &[(String, ReplayResult)]) -> String {
             pct(f.always_prev, f.decisions),
             pct(f.always_waker, f.decisions)
         );
+        if let Some(s) = f.busy_by_trace_sentence() {
+            let _ = writeln!(o, "{}", super::text::fit(&format!("    {s}")));
+        }
         // A tenth more than 3 points under the trace's agreement is marked: drift.
         let tenths: Vec<String> = f
             .by_decile
