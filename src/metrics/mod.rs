@@ -207,8 +207,20 @@ pub struct Decision {
     /// What the kernel's select_idle_cpu returned, when probed: Some(None) where it was
     /// not called.
     pub kernel_idle_scan: Option<Option<i32>>,
-    /// The kernel's CPU was idle in the reconstructed state when the search ran.
-    pub recorded_idle: bool,
+    /// How the replayed machine held the kernel's CPU when the search ran.
+    pub recorded_state: CpuSeen,
+}
+
+/// How the replayed machine held the kernel's chosen CPU when the search ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuSeen {
+    /// Idle: running its idle task, nothing queued, no wakeup pending.
+    Idle,
+    /// Running or holding a task, as the trace's switches and wakeups say.
+    Busy,
+    /// Otherwise idle, with a wakeup queued to it by IPI whose queueing time the replay
+    /// infers (the trace records only its waking and its activation).
+    Pending,
 }
 
 /// select_idle_cpu, wakeup by wakeup: the kernel's calls and returns, from the probes of
@@ -320,13 +332,17 @@ pub struct Fidelity {
     pub repairs: StateRepairs,
     /// select_idle_cpu wakeup by wakeup, where the trace probes it.
     pub idle_scan: IdleScanAgreement,
-    /// Misses where the kernel took a CPU that was neither prev nor the waker's and that
-    /// the trace shows busy (running a task, or with a wakeup queued or activated) when
-    /// the search ran. select_idle_sibling returns such a CPU only if it reads it idle, so
-    /// these are the trace's timing (an emulator's vCPU stalled between a state change
-    /// and its tracepoint), which no model of the traced state can follow.
-    #[serde(default)]
+    /// Misses where the kernel took a CPU other than prev or the waker's that the replayed
+    /// machine held running or holding a task when the search ran. In 6.1,
+    /// select_idle_sibling returns such a CPU only if it read it idle (or running
+    /// SCHED_IDLE tasks alone), so the kernel saw a change the trace records later: under
+    /// an emulator, a vCPU stalled between a state change and its tracepoint. (NUMA
+    /// balancing moving a sleeping task's wake_cpu, and select_fallback_rq, are the other
+    /// ways there; neither shows in the trace.)
     pub busy_by_trace: u64,
+    /// The same misses where the CPU was otherwise idle, with only a wakeup queued to it by
+    /// IPI: when that was queued the replay infers, so these say less.
+    pub pending_by_replay: u64,
     #[serde(skip)]
     buckets: Vec<(u64, u64)>,
     #[serde(skip)]
@@ -340,15 +356,16 @@ pub struct Fidelity {
 }
 
 impl Fidelity {
-    /// How many misses the trace's own timing explains (see
-    /// [`Fidelity::busy_by_trace`]), said in one line; None without misses.
+    /// The misses on a CPU the replayed machine held busy (see [`Fidelity::busy_by_trace`]),
+    /// said in one line; None without misses.
     pub fn busy_by_trace_sentence(&self) -> Option<String> {
         let misses = self.decisions - self.agree;
         (misses > 0).then(|| {
             format!(
-                "misses on a CPU other than prev or the waker's that the trace shows busy \
-                 at the search (the kernel read it idle): {} of {misses}",
-                self.busy_by_trace
+                "misses on a CPU other than prev or the waker's that the replayed state held \
+                 busy at the search: {} running or holding a task by the trace, {} with only \
+                 an IPI wakeup pending (its queueing inferred), of {misses}",
+                self.busy_by_trace, self.pending_by_replay
             )
         })
     }
@@ -378,9 +395,13 @@ impl Fidelity {
         self.predicted_cross_llc += !topo.share_cache(d.predicted, d.prev) as u64;
         self.always_prev += (d.recorded == d.prev) as u64;
         self.always_waker += (d.recorded == d.waker_cpu) as u64;
-        self.busy_by_trace +=
-            (!agree && !d.recorded_idle && d.recorded != d.prev && d.recorded != d.waker_cpu)
-                as u64;
+        if !agree && d.recorded != d.prev && d.recorded != d.waker_cpu {
+            match d.recorded_state {
+                CpuSeen::Idle => {}
+                CpuSeen::Busy => self.busy_by_trace += 1,
+                CpuSeen::Pending => self.pending_by_replay += 1,
+            }
+        }
         self.idle_scan.note(d);
         self.note_time(d.now_ns, agree);
     }
@@ -414,6 +435,7 @@ impl Fidelity {
         self.always_prev += later.always_prev;
         self.always_waker += later.always_waker;
         self.busy_by_trace += later.busy_by_trace;
+        self.pending_by_replay += later.pending_by_replay;
         self.idle_scan.merge(&later.idle_scan);
         for (now, agree) in later.times.unwrap_or_default() {
             self.note_time(now, agree);
@@ -583,8 +605,8 @@ pub struct Replayed {
     /// What the kernel's select_idle_cpu returned for this wakeup, when the trace probes
     /// it (see [`IdleScanAgreement`]).
     pub kernel_idle_scan: Option<Option<i32>>,
-    /// The kernel's CPU was idle in the reconstructed state when the search ran.
-    pub recorded_idle: bool,
+    /// How the replayed machine held the kernel's CPU when the search ran.
+    pub recorded_state: CpuSeen,
 }
 
 /// What a decision did to the machine beyond its own counts.
@@ -637,7 +659,7 @@ impl PolicyMetrics {
                     recorded: w.recorded_cpu,
                     ipi: w.ipi,
                     kernel_idle_scan: w.kernel_idle_scan,
-                    recorded_idle: w.recorded_idle,
+                    recorded_state: w.recorded_state,
                 },
                 topo,
             );
@@ -680,11 +702,12 @@ mod tests {
     use super::*;
 
     /// select_idle_sibling returns prev, the waker's CPU, or a CPU it read idle: a miss
-    /// on any other CPU that the reconstructed state holds busy is the trace's timing.
+    /// on any other CPU that the replayed state holds busy is counted apart, by whether
+    /// the trace or the replay's own inference made it busy.
     #[test]
-    fn a_miss_on_a_cpu_busy_by_the_trace_is_counted_apart() {
+    fn a_miss_on_a_cpu_held_busy_is_counted_apart() {
         let topo = crate::state::Topo::new(&crate::topology::Topology::flat(4), 4);
-        let decision = |predicted, recorded, recorded_idle| Decision {
+        let decision = |predicted, recorded, recorded_state| Decision {
             now_ns: 0,
             path: Path::Cpu,
             stage: "wake_affine_idle",
@@ -694,26 +717,33 @@ mod tests {
             recorded,
             ipi: false,
             kernel_idle_scan: None,
-            recorded_idle,
+            recorded_state,
         };
         let mut f = Fidelity::default();
         for d in [
-            decision(2, 3, false), // the kernel took busy CPU 3: counted
-            decision(2, 3, true),  // CPU 3 idle: an ordinary miss
-            decision(2, 1, false), // prev, busy: the fallback to target, ordinary
-            decision(2, 0, false), // the waker's CPU, busy: ordinary
-            decision(3, 3, false), // agreed: not a miss
+            decision(2, 3, CpuSeen::Busy),    // the kernel took busy CPU 3: counted
+            decision(2, 3, CpuSeen::Pending), // only an inferred pending wakeup
+            decision(2, 3, CpuSeen::Idle),    // CPU 3 idle: an ordinary miss
+            decision(2, 1, CpuSeen::Busy),    // prev, busy: the fallback to target
+            decision(2, 0, CpuSeen::Busy),    // the waker's CPU, busy: ordinary
+            decision(3, 3, CpuSeen::Busy),    // agreed: not a miss
         ] {
             f.note(&d, &topo);
         }
-        assert_eq!((f.decisions, f.agree, f.busy_by_trace), (5, 1, 1));
+        assert_eq!((f.decisions, f.agree), (6, 1));
+        assert_eq!((f.busy_by_trace, f.pending_by_replay), (1, 1));
         let s = f.busy_by_trace_sentence().unwrap();
-        assert!(s.ends_with(": 1 of 4"), "{s}");
+        assert!(
+            s.contains(": 1 running or holding a task by the trace, 1 with"),
+            "{s}"
+        );
+        assert!(s.ends_with("of 5"), "{s}");
         let mut later = Fidelity::default();
         later.keep_times();
-        later.note(&decision(2, 3, false), &topo);
+        later.note(&decision(2, 3, CpuSeen::Busy), &topo);
+        later.note(&decision(2, 3, CpuSeen::Pending), &topo);
         f.merge(later);
-        assert_eq!(f.busy_by_trace, 2);
+        assert_eq!((f.busy_by_trace, f.pending_by_replay), (2, 2));
     }
 
     /// The kernel's select_idle_cpu return against the model's path, one wakeup each.
@@ -729,7 +759,7 @@ mod tests {
             recorded: predicted,
             ipi: false,
             kernel_idle_scan: kernel,
-            recorded_idle: true,
+            recorded_state: CpuSeen::Idle,
         };
         let mut a = IdleScanAgreement::default();
         for d in [
@@ -799,7 +829,7 @@ mod tests {
                 recorded: 1,
                 ipi: false,
                 kernel_idle_scan: None,
-                recorded_idle: true,
+                recorded_state: CpuSeen::Idle,
             };
             f.note(&d, &topo);
         }

@@ -141,21 +141,24 @@ impl Lookahead {
     /// The latest time before which the wakeup of `pid` (its waking just popped) cannot
     /// have been queued to `cpu` by IPI: its sched_migrate_task, or the last switch `cpu`
     /// made before the sched_wakeup. A CPU that leaves idle flushes its wakelist first
-    /// (do_idle), and a busy one takes the IPI as soon as interrupts are on, so a switch
-    /// on `cpu` that did not activate the wakee came before the queueing; an emulated
-    /// waker that stalls between select_task_rq and ttwu_queue leaves that CPU idle to
-    /// others' searches all the while.
+    /// (do_idle), so a switch out of idle that did not activate the wakee came before the
+    /// queueing; an emulated waker that stalls between select_task_rq and ttwu_queue
+    /// leaves that CPU idle to others' searches all the while. A switch can also follow
+    /// the queueing (the wakee still switching out on its own CPU, the p->on_cpu path; a
+    /// busy CPU taking the IPI late), but then the CPU ran a task until that switch and
+    /// was busy to others either way.
     pub fn queued_after(&self, pid: i32, cpu: u32) -> Option<u64> {
         let seq = *self.marks.get(&pid)?.front()?;
+        // The window is in time order: the last match is the latest.
         self.events
             .range(..(seq - self.popped) as usize)
-            .filter(|e| match e.kind {
+            .rev()
+            .find(|e| match e.kind {
                 EventKind::Migrate { pid: p, .. } => p == pid,
                 EventKind::Switch { .. } => e.cpu == cpu,
                 _ => false,
             })
             .map(|e| e.ts)
-            .max()
     }
 
     /// The probes that follow a sched_waking (just popped) on `cpu`: select_task_rq runs in

@@ -395,7 +395,7 @@ mod tests {
                 start_ns: 0,
             },
             kernel_idle_scan: None,
-            recorded_idle: true,
+            recorded_state: crate::metrics::CpuSeen::Idle,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::derived::Latencies;
 use crate::metrics::calibration::Samples;
 use crate::metrics::observed::Observed;
 use crate::metrics::windows::{self, Slot, WindowClock};
-use crate::metrics::{Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs, Window};
+use crate::metrics::{CpuSeen, Effects, Fidelity, PolicyMetrics, Replayed, StateRepairs, Window};
 use crate::policy::{Policy, PolicyError, PolicySpec};
 use crate::state::machine::{Repairs, TaskState};
 use crate::state::{util_est, Change, Machine, Topo};
@@ -639,7 +639,7 @@ impl<'o> Replayer<'o> {
             counted: self.counting,
             // Only a wakeup queued to another CPU by IPI uses it.
             queued_after_ns: ipi
-                .then(|| self.lookahead.queued_after(pid, out.recorded_on))
+                .then(|| self.lookahead.queued_after(pid, out.chosen))
                 .flatten(),
         };
         if search.waking.now > now {
@@ -687,7 +687,13 @@ impl<'o> Replayer<'o> {
         let ipi = out.recorded_on != waker_cpu;
         let m = &self.machine;
         let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
-        let recorded_idle = m.is_idle(out.chosen);
+        let recorded_state = if m.is_idle(out.chosen) {
+            CpuSeen::Idle
+        } else if m.runqueue_idle_but_pending(out.chosen) {
+            CpuSeen::Pending
+        } else {
+            CpuSeen::Busy
+        };
         let slot = self.slot(now);
         let replayed = Replayed {
             now: waking_ns,
@@ -702,7 +708,7 @@ impl<'o> Replayer<'o> {
             span_idle,
             slot,
             kernel_idle_scan: idle_scan,
-            recorded_idle,
+            recorded_state,
         };
         let mut clears_idle_cores = false;
         let mut search_ns = 0;
@@ -931,6 +937,90 @@ mod tests {
         // Taken as queued when 30's search ended, CPU 2 would be busy to 31's search,
         // which would then scan on to CPU 3.
         assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 2, "target")]);
+    }
+
+    /// Only the kernel's target CPU's own switches bound the queueing: another CPU running
+    /// a task meanwhile says nothing of it.
+    #[test]
+    fn another_cpus_switch_does_not_hold_a_wakeup_back() {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            waking(900, 0, 10, 30, 2),
+            select_enter(1_000, 0, 2, 0x08),
+            waking(40_000, 1, 11, 31, 2),
+            select_enter(40_100, 1, 2, 0x08),
+            // CPU 3, not CPU 2, runs 40 from 45 to 50 us.
+            switch(45_000, 3, 0, 0, 40),
+            switch(50_000, 3, 40, 1, 0),
+            wakeup(60_000, 2, 0, 30, 2),
+            wakeup(61_000, 3, 0, 31, 3),
+            switch(70_000, 2, 0, 0, 30),
+        ];
+        events.push(switch(1_000_000_000, 1, 11, 0, 11));
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        // 30 was queued to CPU 2 when its search ended: 31's search scans on to CPU 3.
+        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 3, "cpu")]);
+    }
+
+    /// Of the target's switches, the last before the activation bounds the queueing: the
+    /// wakelist was flushed at each, so the wakee came after all of them.
+    #[test]
+    fn the_last_switch_before_the_activation_bounds_the_queueing() {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            waking(900, 0, 10, 30, 2),
+            select_enter(1_000, 0, 2, 0x08),
+            // CPU 2 runs 40 from 20 to 25 us, before 31's search, and 41 from 45 to 50 us.
+            switch(20_000, 2, 0, 0, 40),
+            switch(25_000, 2, 40, 1, 0),
+            waking(40_000, 1, 11, 31, 2),
+            select_enter(40_100, 1, 2, 0x08),
+            switch(45_000, 2, 0, 0, 41),
+            switch(50_000, 2, 41, 1, 0),
+            wakeup(60_000, 2, 0, 30, 2),
+            wakeup(61_000, 2, 0, 31, 2),
+            switch(70_000, 2, 0, 0, 30),
+        ];
+        events.push(switch(1_000_000_000, 1, 11, 0, 11));
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 2, "target")]);
+    }
+
+    /// A miss on a CPU that runs a task by the trace, neither prev nor the waker's, is
+    /// counted as one the trace's timing explains.
+    #[test]
+    fn a_miss_on_a_running_cpu_is_counted_as_the_traces_timing() {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
+        let mut events = vec![
+            // 10 on CPU 0, 11 on CPU 1, 40 on CPU 3; CPU 2 is idle.
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            switch(12, 3, 0, 0, 40),
+            // 10 wakes 30, asleep on busy CPU 1: the model scans to idle CPU 2; the
+            // kernel's wakeup lands on CPU 3, which runs 40 until 30 us.
+            waking(900, 0, 10, 30, 1),
+            select_enter(1_000, 0, 1, 0x08),
+            migrate(9_000, 0, 30, 1, 3),
+            switch(30_000, 3, 40, 1, 0),
+            wakeup(40_000, 3, 0, 30, 3),
+            switch(41_000, 3, 0, 0, 30),
+        ];
+        events.push(switch(1_000_000_000, 1, 11, 0, 11));
+        r.push(events).unwrap();
+        let result = r.finish(None).unwrap();
+        assert_eq!(seen.0, vec![(900, 2, "cpu")]);
+        let f = result.policies[0].fidelity.as_ref().unwrap();
+        assert_eq!((f.decisions, f.agree), (1, 0));
+        assert_eq!((f.busy_by_trace, f.pending_by_replay), (1, 0));
     }
 
     /// try_to_wake_up waits for a wakee still switching out on its CPU (p->on_cpu)

@@ -425,6 +425,14 @@ impl Machine {
         idle.unwrap_or_else(|| self.runqueue_idle(cpu))
     }
 
+    /// Running the idle task with nothing queued, yet not idle: a wakeup is queued to it
+    /// by IPI (ttwu_pending), at a time the replay infers rather than reads.
+    pub fn runqueue_idle_but_pending(&self, cpu: u32) -> bool {
+        self.cpus
+            .get(cpu as usize)
+            .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending > 0)
+    }
+
     /// idle_cpu() from the runqueue itself.
     pub(crate) fn runqueue_idle(&self, cpu: u32) -> bool {
         self.cpus
