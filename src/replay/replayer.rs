@@ -905,6 +905,34 @@ mod tests {
         assert_eq!(seen.0, vec![(900, 2, "cpu"), (4_900, 2, "target")]);
     }
 
+    /// The decisions of a replay of `between` set in a common frame: 10 runs on CPU 0 and
+    /// 11 on CPU 1; 10 wakes 30 at 0.9 us and 11 wakes 31 at 40 us, both asleep on idle
+    /// CPU 2, where the kernel keeps 30 (activated at 60 us) and puts 31 on `second_on`.
+    fn two_wakeups_from_cpu_2(
+        between: Vec<Event>,
+        second_on: u32,
+    ) -> Vec<(u64, u32, &'static str)> {
+        let mut seen = Seen::default();
+        let mut r = probed_no_limit(&mut seen);
+        let mut events = vec![
+            switch(10, 0, 0, 0, 10),
+            switch(11, 1, 0, 0, 11),
+            waking(900, 0, 10, 30, 2),
+            select_enter(1_000, 0, 2, 0x08),
+            waking(40_000, 1, 11, 31, 2),
+            select_enter(40_100, 1, 2, 0x08),
+            wakeup(60_000, 2, 0, 30, 2),
+            wakeup(61_000, second_on, 0, 31, second_on),
+            switch(70_000, 2, 0, 0, 30),
+            switch(1_000_000_000, 1, 11, 0, 11),
+        ];
+        events.extend(between);
+        events.sort_by_key(|e| e.ts);
+        r.push(events).unwrap();
+        r.finish(None).unwrap();
+        seen.0
+    }
+
     /// A wakeup kept on an idle prev by IPI is queued there only when the waker gets past
     /// select_task_rq; an emulated waker can stall in between. The kernel's prev CPU
     /// switching in and out meanwhile without activating the wakee shows it was not yet
@@ -912,86 +940,44 @@ mod tests {
     /// others' searches until then.
     #[test]
     fn a_wakeup_is_not_queued_before_its_cpu_last_switched_without_it() {
-        let mut seen = Seen::default();
-        let mut r = probed_no_limit(&mut seen);
-        // 10 runs on CPU 0 and 11 on CPU 1; CPUs 2 and 3 are idle.
-        let mut events = vec![
-            switch(10, 0, 0, 0, 10),
-            switch(11, 1, 0, 0, 11),
-            // 10 wakes 30, asleep on idle CPU 2: the kernel keeps it there.
-            waking(900, 0, 10, 30, 2),
-            select_enter(1_000, 0, 2, 0x08),
-            // 11 wakes 31, also of CPU 2, at 40 us: CPU 2 is still idle to it.
-            waking(40_000, 1, 11, 31, 2),
-            select_enter(40_100, 1, 2, 0x08),
-            // CPU 2 runs 40 from 45 to 50 us and goes idle without activating 30.
-            switch(45_000, 2, 0, 0, 40),
-            switch(50_000, 2, 40, 1, 0),
-            wakeup(60_000, 2, 0, 30, 2),
-            wakeup(61_000, 2, 0, 31, 2),
-            switch(70_000, 2, 0, 0, 30),
-        ];
-        events.push(switch(1_000_000_000, 1, 11, 0, 11));
-        r.push(events).unwrap();
-        r.finish(None).unwrap();
+        // CPU 2 runs 40 from 45 to 50 us and goes idle without activating 30.
+        let between = vec![switch(45_000, 2, 0, 0, 40), switch(50_000, 2, 40, 1, 0)];
         // Taken as queued when 30's search ended, CPU 2 would be busy to 31's search,
         // which would then scan on to CPU 3.
-        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 2, "target")]);
+        assert_eq!(
+            two_wakeups_from_cpu_2(between, 2),
+            vec![(900, 2, "target"), (40_000, 2, "target")]
+        );
     }
 
     /// Only the kernel's target CPU's own switches bound the queueing: another CPU running
     /// a task meanwhile says nothing of it.
     #[test]
     fn another_cpus_switch_does_not_hold_a_wakeup_back() {
-        let mut seen = Seen::default();
-        let mut r = probed_no_limit(&mut seen);
-        let mut events = vec![
-            switch(10, 0, 0, 0, 10),
-            switch(11, 1, 0, 0, 11),
-            waking(900, 0, 10, 30, 2),
-            select_enter(1_000, 0, 2, 0x08),
-            waking(40_000, 1, 11, 31, 2),
-            select_enter(40_100, 1, 2, 0x08),
-            // CPU 3, not CPU 2, runs 40 from 45 to 50 us.
-            switch(45_000, 3, 0, 0, 40),
-            switch(50_000, 3, 40, 1, 0),
-            wakeup(60_000, 2, 0, 30, 2),
-            wakeup(61_000, 3, 0, 31, 3),
-            switch(70_000, 2, 0, 0, 30),
-        ];
-        events.push(switch(1_000_000_000, 1, 11, 0, 11));
-        r.push(events).unwrap();
-        r.finish(None).unwrap();
+        // CPU 3, not CPU 2, runs 40 from 45 to 50 us.
+        let between = vec![switch(45_000, 3, 0, 0, 40), switch(50_000, 3, 40, 1, 0)];
         // 30 was queued to CPU 2 when its search ended: 31's search scans on to CPU 3.
-        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 3, "cpu")]);
+        assert_eq!(
+            two_wakeups_from_cpu_2(between, 3),
+            vec![(900, 2, "target"), (40_000, 3, "cpu")]
+        );
     }
 
     /// Of the target's switches, the last before the activation bounds the queueing: the
     /// wakelist was flushed at each, so the wakee came after all of them.
     #[test]
     fn the_last_switch_before_the_activation_bounds_the_queueing() {
-        let mut seen = Seen::default();
-        let mut r = probed_no_limit(&mut seen);
-        let mut events = vec![
-            switch(10, 0, 0, 0, 10),
-            switch(11, 1, 0, 0, 11),
-            waking(900, 0, 10, 30, 2),
-            select_enter(1_000, 0, 2, 0x08),
-            // CPU 2 runs 40 from 20 to 25 us, before 31's search, and 41 from 45 to 50 us.
+        // CPU 2 runs 40 from 20 to 25 us, before 31's search, and 41 from 45 to 50 us.
+        let between = vec![
             switch(20_000, 2, 0, 0, 40),
             switch(25_000, 2, 40, 1, 0),
-            waking(40_000, 1, 11, 31, 2),
-            select_enter(40_100, 1, 2, 0x08),
             switch(45_000, 2, 0, 0, 41),
             switch(50_000, 2, 41, 1, 0),
-            wakeup(60_000, 2, 0, 30, 2),
-            wakeup(61_000, 2, 0, 31, 2),
-            switch(70_000, 2, 0, 0, 30),
         ];
-        events.push(switch(1_000_000_000, 1, 11, 0, 11));
-        r.push(events).unwrap();
-        r.finish(None).unwrap();
-        assert_eq!(seen.0, vec![(900, 2, "target"), (40_000, 2, "target")]);
+        assert_eq!(
+            two_wakeups_from_cpu_2(between, 2),
+            vec![(900, 2, "target"), (40_000, 2, "target")]
+        );
     }
 
     /// A miss on a CPU that runs a task by the trace, neither prev nor the waker's, is
