@@ -2,8 +2,7 @@
 //! follows it: the sched_wakeup that names the CPU the kernel chose (later, and on the
 //! target's buffer, when the wakeup went through the IPI wakelist), the sched_migrate_task
 //! and the target's switches between the two that bound when the wakee was queued there,
-//! and the
-//! select_task_rq_fair probes of a `--search-latency` capture. What is looked at depends
+//! and the select_task_rq_fair probes of a `--search-latency` capture. What is looked at depends
 //! on the events' times alone, never on how the trace was read in batches: the probes
 //! and the sched_wakeup of a waking within [`OUTCOME_HORIZON_NS`] of it.
 

@@ -555,12 +555,7 @@ impl<'o> Replayer<'o> {
                 .lookahead
                 .queued_after(w.pid, out.recorded_on)
                 .unwrap_or(0);
-            if queued_at <= now {
-                self.machine.add_pending_wakeup(out.recorded_on);
-            } else {
-                self.queueing.push((queued_at, w.pid, out.recorded_on));
-                self.queueing_due = self.queueing_due.min(queued_at);
-            }
+            self.queue_wakeup_at(queued_at, w.pid, out.recorded_on, now);
         }
         Ok(())
     }
@@ -687,12 +682,10 @@ impl<'o> Replayer<'o> {
         let ipi = out.recorded_on != waker_cpu;
         let m = &self.machine;
         let span_idle = m.llc_idle().of(&m.topo, wakee.target).idle.any();
-        let recorded_state = if m.is_idle(out.chosen) {
-            CpuSeen::Idle
-        } else if m.runqueue_idle_but_pending(out.chosen) {
-            CpuSeen::Pending
-        } else {
-            CpuSeen::Busy
+        let recorded_state = match m.runqueue_holds(out.chosen) {
+            Some((false, 0)) => CpuSeen::Idle,
+            Some((false, _)) => CpuSeen::Pending,
+            _ => CpuSeen::Busy,
         };
         let slot = self.slot(now);
         let replayed = Replayed {
@@ -757,13 +750,19 @@ impl<'o> Replayer<'o> {
             // moved there, which the trace times): not idle to others from then until
             // activated. Searches that overlap this one still read it idle.
             let queued_at = (now + search_ns).max(queued_after_ns.unwrap_or(0));
-            self.queueing.push((queued_at, pid, out.chosen));
-            self.queueing_due = self.queueing_due.min(queued_at);
-            if queued_at <= now {
-                self.queue_due_wakeups(now, None);
-            }
+            self.queue_wakeup_at(queued_at, pid, out.chosen, now);
         }
         Ok(())
+    }
+
+    /// `pid`'s wakeup is queued to `cpu` by IPI at `at`: from then until activated, that
+    /// CPU is not idle to others (at once if `at` is not after `now`).
+    fn queue_wakeup_at(&mut self, at: u64, pid: i32, cpu: u32, now: u64) {
+        self.queueing.push((at, pid, cpu));
+        self.queueing_due = self.queueing_due.min(at);
+        if at <= now {
+            self.queue_due_wakeups(now, None);
+        }
     }
 
     /// Marks the CPUs of remote wakeups whose search has ended by `now` as having a

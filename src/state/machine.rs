@@ -425,19 +425,17 @@ impl Machine {
         idle.unwrap_or_else(|| self.runqueue_idle(cpu))
     }
 
-    /// Running the idle task with nothing queued, yet not idle: a wakeup is queued to it
-    /// by IPI (ttwu_pending), at a time the replay infers rather than reads.
-    pub fn runqueue_idle_but_pending(&self, cpu: u32) -> bool {
-        self.cpus
-            .get(cpu as usize)
-            .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending > 0)
+    /// What `cpu`'s runqueue holds: whether a task runs or is queued there, and how many
+    /// wakeups are queued to it by IPI (ttwu_pending, at times the replay infers); None
+    /// for a CPU the machine does not have.
+    pub fn runqueue_holds(&self, cpu: u32) -> Option<(bool, u32)> {
+        let c = self.cpus.get(cpu as usize)?;
+        Some((c.curr != 0 || !c.queued.is_empty(), c.pending))
     }
 
     /// idle_cpu() from the runqueue itself.
     pub(crate) fn runqueue_idle(&self, cpu: u32) -> bool {
-        self.cpus
-            .get(cpu as usize)
-            .is_some_and(|c| c.curr == 0 && c.queued.is_empty() && c.pending == 0)
+        self.runqueue_holds(cpu) == Some((false, 0))
     }
 
     /// cpu_util_cfs: the CFS util of a CPU, or the estimates of the tasks it holds
